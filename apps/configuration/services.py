@@ -2,7 +2,9 @@
 transaction; the network reads (nodes.py) happen before, never inside one."""
 
 import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
+from typing import Any
 
 from django.db import transaction
 
@@ -25,6 +27,15 @@ from .tables import MYSQL_SERVERS
 from . import files
 
 
+# A configuration's content (content.py: every managed table's rows, "roles", "hostgroups", "global_variables"), and
+# one edit of a change set (edits.py: its shape depends on its "op" and "table"): JSON documents of many shapes.
+Content = dict[str, Any]
+Edit = dict[str, Any]
+# A mysql_servers row's key (hostgroup, hostname, port), and its SERVER_FIELDS.
+ServerKey = tuple[int, str, int]
+ServerFields = dict[str, Any]
+
+
 class Refused(Exception):
     """The request cannot go on as it stands; the message says why, in the operator's terms."""
 
@@ -44,13 +55,13 @@ class NoReason(Refused):
 NEEDS_REASON = "A change set needs a reason: what it is for, for the people after you."
 
 
-def require_reason(reason):
+def require_reason(reason: str | None) -> None:
     """The reason rule of every door that makes or plans a change set (page, API, command line)."""
     if not (reason or "").strip():
         raise NoReason(NEEDS_REASON)
 
 
-def check_editor(cs, actor):
+def check_editor(cs: ChangeSet, actor: Actor) -> None:
     """Only the author of a draft, or an admin, edits it (two operators never share one unknowingly)."""
     if cs.author_id == actor.user.pk or has_role(actor.user, ADMIN):
         return
@@ -68,7 +79,7 @@ def check_editor(cs, actor):
     )
 
 
-def check_host_edits(cluster, edits, actor):
+def check_host_edits(cluster: Cluster, edits: Iterable[Edit], actor: Actor) -> None:
     """Scheduler rows and admin-* variables run commands on the ProxySQL host or expose it: admins only."""
     host = [C.describe(e) for e in edits if C.on_the_host(e)]
     if not host or has_role(actor.user, ADMIN):
@@ -86,7 +97,7 @@ def check_host_edits(cluster, edits, actor):
     )
 
 
-def check_credential_hosts(cluster, edits, first=1):
+def check_credential_hosts(cluster: Cluster, edits: Iterable[Edit], first: int = 1) -> None:
     """A mysql_servers row on a host the cluster's credential hosts do not allow is refused: the pollers would log
     in there every second with the monitor credentials (apps/clients/credential_hosts.py). proxysql_servers rows too,
     once that table is managed: the nodes send their cluster credentials to their peers."""
@@ -103,11 +114,11 @@ def check_credential_hosts(cluster, edits, first=1):
             raise Refused(f"edit {n} ({C.describe(edit)}): {reason}. An admin can add the host to the setting.")
 
 
-def latest(cluster):
+def latest(cluster: Cluster) -> ConfigVersion | None:
     return ConfigVersion.objects.filter(cluster=cluster).order_by("-number").first()
 
 
-def versioned_variables(cluster):
+def versioned_variables(cluster: Cluster) -> dict[str, tuple[str | None, str]]:
     """{name: (value, source)} for MANAGED_VARIABLES from the cluster's latest configuration version, the one record
     of their intent (repair, drift); (None, why) for one the version does not hold (read in the caller's thread: the
     database is not for node threads)."""
@@ -122,7 +133,7 @@ def versioned_variables(cluster):
     }
 
 
-def inventory_content(cluster, base=None):
+def inventory_content(cluster: Cluster, base: Content | None = None) -> Content:
     """The inventory's part of a configuration: roles and mysql_servers rows as the inventory holds them,
     on top of `base` (the other tables)."""
     out = dict(base or C.empty())
@@ -154,7 +165,7 @@ def inventory_content(cluster, base=None):
     return C.sort(out)
 
 
-def _write_inventory_read_model(cluster, content):
+def _write_inventory_read_model(cluster: Cluster, content: Content) -> None:
     """The inventory, a read model of the latest version, follows it: roles on the cluster, one membership per
     mysql_servers row. Written only here (record_version)."""
     roles = content.get("roles") or {}
@@ -171,9 +182,9 @@ def _write_inventory_read_model(cluster, content):
     )
     wanted = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
     current = {m.key: m for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
-    for key, m in current.items():
+    for key, gone in current.items():
         if key not in wanted:
-            m.delete()
+            gone.delete()
     for (hg, host, port), row in wanted.items():
         values = {f: row[f] for f in SERVER_FIELDS}
         m = current.get((hg, host, port))
@@ -185,7 +196,7 @@ def _write_inventory_read_model(cluster, content):
         HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=values)
 
 
-def servers_of(content):
+def servers_of(content: Content) -> dict[ServerKey, ServerFields]:
     """{(hostgroup, host, port): SERVER_FIELDS} of a configuration's mysql_servers rows."""
     return {
         (r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS}
@@ -193,7 +204,7 @@ def servers_of(content):
     }
 
 
-def with_servers(content, changes):
+def with_servers(content: Content, changes: Mapping[ServerKey, ServerFields | None]) -> Content:
     """The configuration with these mysql_servers rows changed: {(hostgroup, host, port): fields, or None: no row}."""
     rows = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
     for (hg, host, port), fields in changes.items():
@@ -212,14 +223,22 @@ def with_servers(content, changes):
     return C.sort(out)
 
 
-def with_roles(content, roles):
+def with_roles(content: Content, roles: Mapping[str, int | bool | None]) -> Content:
     """The configuration with these hostgroup roles changed ({"writer": 100, "offline": None, ...})."""
     out = {**content, "roles": {**content["roles"], **roles}}
     out["hostgroups"] = sorted(C.claimed_hostgroups(out))
     return C.sort(out)
 
 
-def record_version(cluster, content, *, actor, reason, source, operation=None):
+def record_version(
+    cluster: Cluster,
+    content: Content | Callable[[ConfigVersion | None], Content],
+    *,
+    actor: Actor,
+    reason: str,
+    source: str,
+    operation: Any = None,  # an operations.Operation (an app above: not imported)
+) -> ConfigVersion | None:
     """The next version of the cluster's configuration; the inventory follows it. One transaction with the
     audit row: the only code that writes inventory rows (roles on Cluster, HostgroupMembership), a read model of
     the latest version, the one record of intent (apps/tests/test_intent_boundary.py holds it). `actor`
@@ -232,22 +251,24 @@ def record_version(cluster, content, *, actor, reason, source, operation=None):
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
         parent = latest(cluster)
         if callable(content):
-            content = content(parent)
-            if parent is not None and C.diff(parent.content, C.sort(content)).empty:
+            made = content(parent)
+            if parent is not None and C.diff(parent.content, C.sort(made)).empty:
                 return None
-        content = C.sort(content)
+        else:
+            made = content
+        new_content: Content = C.sort(made)
         version = ConfigVersion.objects.create(
             cluster=cluster,
             number=(parent.number + 1) if parent else 1,
             parent=parent,
             author=actor.who[:150],
             reason=reason,
-            content=content,
+            content=new_content,
             operation=operation,
             source=source,
         )
-        _write_inventory_read_model(cluster, content)
-        changes = C.diff(parent.content, content).count() if parent else None
+        _write_inventory_read_model(cluster, new_content)
+        changes = C.diff(parent.content, new_content).count() if parent else None
         record(
             "configuration version recorded",
             actor=actor,
@@ -269,11 +290,11 @@ class NoVersion(Refused):
     """A cluster without a configuration version: every way a cluster is made records its version 1."""
 
 
-def on_latest(cluster, change):
+def on_latest(cluster: Cluster, change: Callable[[Content], Content]) -> Callable[[ConfigVersion | None], Content]:
     """`change(content)` over the latest version's content, for record_version; a cluster without a version is
     refused (it has no intent to change)."""
 
-    def content(parent):
+    def content(parent: ConfigVersion | None) -> Content:
         if parent is None:
             raise NoVersion(
                 f"{cluster} has no configuration version yet: adopt a node first (version 1 is recorded then)."
@@ -283,7 +304,9 @@ def on_latest(cluster, change):
     return content
 
 
-def record_first_version(cluster, *, actor, reason, source, variables=None):
+def record_first_version(
+    cluster: Cluster, *, actor: Actor, reason: str, source: str, variables: Mapping[str, str] | None = None
+) -> ConfigVersion | None:
     """Version 1 of a cluster made where it is made (the admin's new cluster, an adoption whose node could not be
     read for a whole configuration): the inventory's roles and rows, and `variables` ({name: value}: the values
     operations change for a while, as an adoption read them). In the caller's transaction."""
@@ -292,7 +315,10 @@ def record_first_version(cluster, *, actor, reason, source, variables=None):
     return record_version(cluster, content, actor=actor, reason=reason, source=source)
 
 
-def record_operation(op, change):
+def record_operation(
+    op: Any,  # an operations.Operation (an app above: not imported)
+    change: Callable[[dict[ServerKey, ServerFields]], Mapping[ServerKey, ServerFields | None]],
+) -> ConfigVersion | None:
     """An operation's change to the servers' rows as the cluster's next version (source "operation", naming
     the operation): `change(rows)` -> {(hostgroup, host, port): fields or None} over the latest version's
     rows (servers_of). The writer moves in configuration only this way (issue 21 §2)."""
@@ -306,7 +332,7 @@ def record_operation(op, change):
     )
 
 
-def record_admin_edit(cluster, change, *, actor):
+def record_admin_edit(cluster: Cluster, change: Callable[[Content], Content], *, actor: Actor) -> ConfigVersion | None:
     """An admin's edit of the inventory in /admin/ is intent: the next version (source "admin") holds it and
     the inventory follows. `change(content)` -> the new content, from the latest version's."""
     return record_version(
@@ -318,12 +344,14 @@ def record_admin_edit(cluster, change, *, actor):
     )
 
 
-def needs_first_version(cluster_name):
+def needs_first_version(cluster_name: str) -> bool:
     """An adoption into this cluster records its version 1 (a new cluster, or one without a version yet)."""
     return not ConfigVersion.objects.filter(cluster__name=cluster_name).exists()
 
 
-def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password, cluster=None):
+def read_for_adoption(
+    name: str, admin_host: str, admin_port: int, admin_user: str, admin_password: str, cluster: Cluster | None = None
+) -> N.NodeConfig:
     """The runtime of a node about to be adopted, read before the adoption's transaction (a new cluster's version 1
     is made of it, in that transaction: record_adoption). A NodeConfig; its `error` says why it could not be read.
     `cluster`: an existing cluster (its TLS setting), or None."""
@@ -338,7 +366,15 @@ def read_for_adoption(name, admin_host, admin_port, admin_user, admin_password, 
     return N.read_node(node, layers=("runtime", "memory"))
 
 
-def record_adoption(cluster, node_name, changes, runtime, *, actor, variables=None):
+def record_adoption(
+    cluster: Cluster,
+    node_name: str,
+    changes: Mapping[ServerKey, ServerFields],
+    runtime: N.NodeConfig | None,
+    *,
+    actor: Actor,
+    variables: Mapping[str, Any] | None = None,
+) -> ConfigVersion | None:
     """An adoption's rows as intent, inside the adoption's transaction. `changes`: the rows it creates or
     overwrites {(hostgroup, host, port): fields}; `variables`: MANAGED_VARIABLES as the node runs them, kept
     where the version holds none (a re-adoption may read a node mid-operation: the version's value stands). A
@@ -348,14 +384,14 @@ def record_adoption(cluster, node_name, changes, runtime, *, actor, variables=No
     readable = runtime is not None and not runtime.error
     variables = {k: str(v) for k, v in (variables or {}).items() if v is not None}
 
-    def with_variables(content):
+    def with_variables(content: Content) -> Content:
         return {**content, "global_variables": {**variables, **content["global_variables"]}}
 
-    def content(parent):
+    def content(parent: ConfigVersion | None) -> Content:
         if parent is not None:
             return with_variables(with_servers(parent.content, changes))
         inventory = with_servers(inventory_content(cluster, base=C.empty()), changes)
-        if not readable:
+        if runtime is None or not readable:
             return with_variables(inventory)
         first, values = N.as_content(
             runtime.layers["runtime"], inventory["roles"], C.claimed_hostgroups(inventory), runtime.layers.get("memory")
@@ -368,7 +404,7 @@ def record_adoption(cluster, node_name, changes, runtime, *, actor, variables=No
     return record_version(cluster, content, actor=actor, reason=reason, source="adopt")
 
 
-def record_adopted(cluster, node, *, actor=None):
+def record_adopted(cluster: Cluster, node: ProxySQLNode, *, actor: Actor | None = None) -> ConfigVersion | None:
     """Version 1 from what an adopted node runs (no-op when the cluster already has a version: adoption records
     it): a cluster whose versions were set aside. Reads the node
     first, then writes. Returns the version, or None when the node could not be read (said in the audit).
@@ -396,10 +432,10 @@ def record_adopted(cluster, node, *, actor=None):
         return record_version(cluster, content, actor=actor, reason=f"adopted from {node.name}", source="adopt")
 
 
-def _name_secrets(content, refs):
+def _name_secrets(content: Content, refs: Mapping[str, str]) -> Content:
     """Replace base secret names ({"secret": "mysql_users/app"}) by their stored refs."""
 
-    def fix(value):
+    def fix(value: Any) -> Any:
         return {"secret": refs[value["secret"]]} if C.is_secret(value) and value["secret"] in refs else value
 
     out = dict(content)
@@ -408,12 +444,20 @@ def _name_secrets(content, refs):
     return out
 
 
-def known_secrets(cluster):
+def known_secrets(cluster: Cluster) -> dict[str, str]:
     return dict(ConfigSecret.objects.filter(cluster=cluster).values_list("ref", "value"))
 
 
 # -- change sets -----------------------------------------------------------------------------------
-def start_change_set(cluster, *, actor, reason="", source="change", edits=(), base=None):
+def start_change_set(
+    cluster: Cluster,
+    *,
+    actor: Actor,
+    reason: str = "",
+    source: str = "change",
+    edits: Sequence[Edit] = (),
+    base: ConfigVersion | None = None,
+) -> ChangeSet:
     """A draft for `actor` (a person: apps/audit/actor.py) to edit, on `base` (by default the current version)."""
     base = base or _current_base(cluster)
     check_edits(cluster, base, edits, actor)
@@ -429,7 +473,7 @@ def start_change_set(cluster, *, actor, reason="", source="change", edits=(), ba
     return cs
 
 
-def _current_base(cluster):
+def _current_base(cluster: Cluster) -> ConfigVersion:
     base = latest(cluster)
     if base is None:
         raise Refused(
@@ -438,7 +482,7 @@ def _current_base(cluster):
     return base
 
 
-def check_edits(cluster, base, edits, actor):
+def check_edits(cluster: Cluster, base: ConfigVersion, edits: Sequence[Edit], actor: Actor) -> None:
     """The checks a change set's edits pass before it is saved (start_change_set, validate_change_set): who may
     make them, that they apply to `base` (refuse a file or revert that cannot apply, now), where credentials go."""
     check_host_edits(cluster, edits, actor)
@@ -452,7 +496,7 @@ def check_edits(cluster, base, edits, actor):
 MAX_EDITS = 5000
 
 
-def add_edit(cs, edit, *, actor):
+def add_edit(cs: ChangeSet, edit: Edit, *, actor: Actor) -> ChangeSet:
     """Append one edit (a plain dict, built by edits.py's helpers or given as is) to a draft by its author or an
     admin, refused if it cannot apply; a new password in it is stored encrypted and named by reference. Audited."""
     if cs.state != ChangeSet.State.DRAFT:
@@ -475,14 +519,14 @@ def add_edit(cs, edit, *, actor):
     return cs
 
 
-def _build(edit, known, target, *, n):
+def _build(edit: Edit, known: Mapping[str, str], target: Callable[[], Content] | None, *, n: int) -> E.Built:
     try:
         return E.build(edit, known=known, target=target, n=n)
     except E.EditRefused as exc:
         raise Refused(str(exc)) from None
 
 
-def _store_secret(cluster, built):
+def _store_secret(cluster: Cluster, built: E.Built) -> Edit:
     """The built edit, its new password (if any) stored encrypted and the edit pointed at it."""
     if built.secret is None:
         return built.edit
@@ -491,7 +535,7 @@ def _store_secret(cluster, built):
     return E.pointed_at(built.edit, ref)
 
 
-def _edited(cs, action, edit, *, actor):
+def _edited(cs: ChangeSet, action: str, edit: Edit, *, actor: Actor) -> None:
     """Who changed which table and row of a draft, and how: the change set page lists its editors from these."""
     record(
         "change set edited",
@@ -508,7 +552,7 @@ def _edited(cs, action, edit, *, actor):
     )
 
 
-def editors(cs):
+def editors(cs: ChangeSet) -> list[str]:
     """The names of those who edited a draft after its author started it (from the audit log)."""
     # (cluster_id, created_at) is indexed: only the cluster's events since the draft began are read
     names = AuditEvent.objects.filter(
@@ -517,7 +561,15 @@ def editors(cs):
     return sorted(set(names))
 
 
-def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_version=None):
+def create_change_set(
+    cluster: Cluster,
+    *,
+    actor: Actor,
+    reason: str,
+    edits: Sequence[Edit] | None = None,
+    file: str | None = None,
+    expect_version: int | None = None,
+) -> ChangeSet:
     """A draft change set (the API's): from JSON edits, each as the editor makes it and checked as a whole,
     or from a configuration file (start_from_file: NothingToDo when it equals the current intent). A password
     in clear text (a mysql_users row's, a password variable's) is stored encrypted and named by reference, as
@@ -540,12 +592,20 @@ def create_change_set(cluster, *, actor, reason, edits=None, file=None, expect_v
     return cs
 
 
-def _built_edits(cluster, edits):
+def _built_edits(cluster: Cluster, edits: Sequence[Edit] | None) -> list[E.Built]:
     known = known_secrets(cluster)
     return [_build(edit, known, None, n=n) for n, edit in enumerate(edits or [], start=1)]
 
 
-def validate_change_set(cluster, *, actor, reason="", edits=None, file=None, expect_version=None):
+def validate_change_set(
+    cluster: Cluster,
+    *,
+    actor: Actor,
+    reason: str = "",
+    edits: Sequence[Edit] | None = None,
+    file: str | None = None,
+    expect_version: int | None = None,
+) -> ChangeSet:
     """The change set create_change_set would make, checked the same way (check_edits; a file as start_from_file
     checks it), and not saved: no row is written (a new password is pointed at a reference that is not stored).
     Refused as create_change_set refuses; NothingToDo for a file equal to the current intent."""
@@ -563,14 +623,14 @@ def validate_change_set(cluster, *, actor, reason="", edits=None, file=None, exp
     return cs
 
 
-def _applies(content, edits):
+def _applies(content: Content, edits: list[Edit]) -> Content:
     try:
         return C.apply_edits(content, edits)
     except C.EditError as exc:
         raise Refused(str(exc)) from None
 
 
-def remove_edit(cs, index, *, actor):
+def remove_edit(cs: ChangeSet, index: int, *, actor: Actor) -> None:
     if cs.state != ChangeSet.State.DRAFT:
         raise Refused("This change set is no longer a draft.")
     check_editor(cs, actor)
@@ -585,7 +645,7 @@ def remove_edit(cs, index, *, actor):
         _edited(cs, "edit removed", removed, actor=actor)
 
 
-def set_reason(cs, reason, *, actor):
+def set_reason(cs: ChangeSet, reason: str, *, actor: Actor) -> None:
     """A draft's reason, changed by its author or an admin (planning asks for it); audited."""
     if reason == cs.reason or cs.state != ChangeSet.State.DRAFT:
         return
@@ -602,11 +662,11 @@ def set_reason(cs, reason, *, actor):
     cs.refresh_from_db()
 
 
-def target_of(cs):
+def target_of(cs: ChangeSet) -> Content:
     return C.apply_edits(cs.base.content, cs.edits)
 
 
-def _changed_since(old, current):
+def _changed_since(old: ConfigVersion, current: ConfigVersion) -> str:
     since = C.diff(old.content, current.content)
     lines = [f"{c.table} {list(c.key)} {c.change}" for c in since.rows]
     lines += [f"{name}: {_shown(before)} → {_shown(after)}" for name, before, after in since.variables]
@@ -619,13 +679,13 @@ def _changed_since(old, current):
     )
 
 
-def _shown(value):
+def _shown(value: Any) -> Any:
     return "(secret)" if C.is_secret(value) else value
 
 
-def check_base(cs):
+def check_base(cs: ChangeSet) -> ConfigVersion:
     """Refuse a change set based on an old version, with what changed since (two operators on one cluster)."""
-    current = latest(cs.cluster)
+    current = _current_base(cs.cluster)
     if current.pk != cs.base_id:
         raise Refused(f"This change set is based on version {cs.base.number}, but " + _changed_since(cs.base, current))
     return current
@@ -634,12 +694,12 @@ def check_base(cs):
 class NothingToDo(Exception):
     """A file equal to the current intent: not an error, and nothing to plan (declarative apply is idempotent)."""
 
-    def __init__(self, version):
+    def __init__(self, version: ConfigVersion) -> None:
         self.version = version
         super().__init__(f"nothing to do: the cluster already runs this file (version {version.number})")
 
 
-def file_edits(cluster, text, *, expect_version=None):
+def file_edits(cluster: Cluster, text: str, *, expect_version: int | None = None) -> tuple[ConfigVersion, list[Edit]]:
     """(current version, edits) that make the current intent what a configuration file (files.py) says. The file
     is desired state: it applies against the latest version whatever version it was exported from (its
     `version:` is informational), and wins for every row it lists. `expect_version` keeps an optimistic lock:
@@ -669,7 +729,7 @@ def file_edits(cluster, text, *, expect_version=None):
     return current, C.edits_between(current.content, target)
 
 
-def preview_from_file(cluster, text, *, reason="", expect_version=None):
+def preview_from_file(cluster: Cluster, text: str, *, reason: str = "", expect_version: int | None = None) -> ChangeSet:
     """The change set a configuration file makes against the current version (file_edits), not saved: what
     `config plan` shows, leaving nothing behind. NothingToDo when the file equals the current intent."""
     current, edits = file_edits(cluster, text, expect_version=expect_version)
@@ -682,7 +742,9 @@ def preview_from_file(cluster, text, *, reason="", expect_version=None):
     )
 
 
-def validate_file(cluster, text, *, reason, expect_version=None, actor=None):
+def validate_file(
+    cluster: Cluster, text: str, *, reason: str, expect_version: int | None = None, actor: Actor | None = None
+) -> ChangeSet:
     """Validate only: the change set a configuration file would make (unsaved; nothing written, nothing audited), or
     the refusal create_change_set would give it (the reason rule; the file's own checks; with `actor`, the checks of
     validate_change_set, e.g. the host-level edits only an admin makes); NothingToDo when it equals the current
@@ -693,7 +755,9 @@ def validate_file(cluster, text, *, reason, expect_version=None, actor=None):
     return validate_change_set(cluster, actor=actor, reason=reason, file=text, expect_version=expect_version)
 
 
-def start_from_file(cluster, text, *, actor, reason="", expect_version=None):
+def start_from_file(
+    cluster: Cluster, text: str, *, actor: Actor, reason: str = "", expect_version: int | None = None
+) -> ChangeSet:
     """The change set of a configuration file (preview_from_file, which checked that its edits apply), saved as a
     draft."""
     cs = validate_change_set(cluster, actor=actor, reason=reason, file=text, expect_version=expect_version)
@@ -701,10 +765,10 @@ def start_from_file(cluster, text, *, actor, reason="", expect_version=None):
     return cs
 
 
-def revert_to(cluster, version, *, actor, reason):
+def revert_to(cluster: Cluster, version: ConfigVersion, *, actor: Actor, reason: str) -> ChangeSet:
     """A change set back to `version`, keeping what operations own: the current writer and every server's
     current status (a revert is no switchover and no drain); the reason says what was kept."""
-    current = latest(cluster)
+    current = _current_base(cluster)  # `version` is the cluster's: it has one
     target, notes = kept_operational(cluster, current, version)
     edits = C.edits_between(current.content, target)
     kept = f"The revert {'; '.join(notes)}." if notes else ""
@@ -721,7 +785,7 @@ def revert_to(cluster, version, *, actor, reason):
     )
 
 
-def kept_operational(cluster, current, old):
+def kept_operational(cluster: Cluster, current: ConfigVersion, old: ConfigVersion) -> tuple[Content, list[str]]:
     """(content, notes): `old`'s content with `current`'s writer and server statuses. When the writer moved
     from A to B since, A's and B's role rows are swapped as a switchover swaps them (A→B→A gives back the rows
     of A), so the layout still says who is who; otherwise the writer hostgroup's rows are the current ones."""
@@ -766,7 +830,7 @@ def kept_operational(cluster, current, old):
     return C.sort(target), notes
 
 
-def _moved_in(current, old):
+def _moved_in(current: ConfigVersion, old: ConfigVersion) -> str:
     """ "moved since version N by operations, last in version M: its reason": the newest version since `old` that
     changed the writer (a switchover's or failover's, or another source's, named)."""
     last, previous = None, C.writers(old.content)
@@ -781,10 +845,10 @@ def _moved_in(current, old):
     return f"moved since version {old.number} by {by}, last in version {last.number}: {last.reason}"
 
 
-def take_runtime(cluster, node, *, actor, reason):
+def take_runtime(cluster: Cluster, node: ProxySQLNode, *, actor: Actor, reason: str) -> ChangeSet:
     """A change set that makes the node's runtime (changed outside the console) the next version; planned and
     applied like any other, so every node of the cluster ends with it."""
-    current = latest(cluster)
+    current = _current_base(cluster)  # a cluster without a version is refused (mypy found the None unhandled)
     nc = N.read_node(node, layers=("runtime", "memory"))
     if nc.error:
         raise Refused(f"{node.name} could not be read: {nc.error}")
@@ -810,11 +874,11 @@ def take_runtime(cluster, node, *, actor, reason):
     )
 
 
-def _same_refs(current, content, cluster):
+def _same_refs(current: Content, content: Content, cluster: Cluster) -> Content:
     """Where a secret read from a node equals the version's secret, keep the version's reference."""
     values = known_secrets(cluster)
 
-    def keep(old, new):
+    def keep(old: Any, new: Any) -> Any:
         if C.is_secret(old) and C.is_secret(new) and values.get(old["secret"]) == values.get(new["secret"]):
             return old
         return new
@@ -830,7 +894,7 @@ def _same_refs(current, content, cluster):
     return content
 
 
-def write_back(cluster, *, actor, nodes=(), reason=""):
+def write_back(cluster: Cluster, *, actor: Actor, nodes: Sequence[ProxySQLNode] = (), reason: str = "") -> ChangeSet:
     """A change set with no edit that writes the current version back to nodes changed outside the console
     (all of them, or `nodes`); applied like any other, it records no new version."""
     current = latest(cluster)
@@ -849,7 +913,7 @@ def write_back(cluster, *, actor, nodes=(), reason=""):
     return cs
 
 
-def discard(cs, *, actor):
+def discard(cs: ChangeSet, *, actor: Actor) -> None:
     check_editor(cs, actor)
     with transaction.atomic():  # the state and its audit row together
         updated = ChangeSet.objects.filter(pk=cs.pk, state=ChangeSet.State.DRAFT).update(

@@ -16,7 +16,7 @@ from apps.fleet.models import HOSTGROUP_MAX, Cluster, ProxySQLNode
 
 from . import rules
 from .models import Digest
-from .selectors import DEFAULT_SORT, SORTS, Filters
+from .selectors import DEFAULT_SORT, SORTS, Filters, RuleSample
 
 WINDOWS = {"5m": ("last 5 minutes", 300), "1h": ("last hour", 3600), "24h": ("last 24 hours", 86400)}
 DEFAULT_WINDOW = "1h"
@@ -177,20 +177,6 @@ def parse(get, now=None):
         descending=direction == "desc",
         page=page or 1,
     ), notes
-
-
-@dataclass(frozen=True)
-class RuleSample:
-    """The rule tester's form: a cluster, a digest picked from the list or a typed query, who sends it from
-    where, and optionally a draft change set to compare with."""
-
-    cluster: object = None  # Cluster
-    digest: object = None  # Digest
-    query: str = ""
-    username: str = ""
-    schemaname: str = ""
-    client_addr: str = ""
-    change_set: object = None  # a draft ChangeSet of the cluster
 
 
 QUERY_MAX = 10_000

@@ -9,18 +9,22 @@ says so.
 
 import math
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
 
 import redis
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, Min, Sum
+from django.db.models import Min, Q, QuerySet, Sum
 
 from apps.configuration import rule_tester, services as config_services
 from apps.configuration.models import ChangeSet
 from apps.fleet.models import Cluster, MirrorRule, ProxySQLNode
 from apps.monitoring import models as monitoring_models
 from apps.monitoring import live, mirror, status
+from apps.monitoring.models import MirrorRuleSample
 
 from . import search as search_index
 from .models import (
@@ -49,6 +53,9 @@ SORTS = {
 }
 DEFAULT_SORT = "total"
 
+# One piece of a window: (resolution, from_ts, to_ts), read from that resolution's rows (plan_window).
+Piece = tuple[int, int, int]
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -60,7 +67,7 @@ class Filters:
     search: str = ""
 
     @property
-    def by_source(self):
+    def by_source(self) -> bool:
         return any(
             v not in (None, "") for v in (self.cluster, self.node, self.hostgroup, self.username, self.schemaname)
         )
@@ -71,21 +78,21 @@ class Window:
     start: int
     end: int
     snapped: bool = False  # edges moved outward to buckets still kept
-    pieces: list = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
 
     @property
-    def seconds(self):
+    def seconds(self) -> int:
         return self.end - self.start
 
 
 # -- the window ----------------------------------------------------------------------------------------
-def effective_window(start, end, now=None):
+def effective_window(start: int, end: int, now: float | None = None) -> Window:
     """Snap [start, end) outward to the finest level whose rows are still kept at each edge."""
     now = int(now or time.time())
     keep = retention_s()
     snapped = False
 
-    def snap(ts, up):
+    def snap(ts: int, up: bool) -> int:
         nonlocal snapped
         for level in (RAW,) + LEVELS:
             if ts >= now - keep[level]:
@@ -94,7 +101,7 @@ def effective_window(start, end, now=None):
                 aligned = (math.ceil(ts / level) if up else ts // level) * level
                 snapped = snapped or aligned != ts
                 return aligned
-        oldest = now - keep[DAY]
+        oldest = int(now - keep[DAY])  # an int: the retention settings are floats, and a chart's buckets a range()
         snapped = True
         return max(ts, oldest // DAY * DAY)
 
@@ -102,14 +109,14 @@ def effective_window(start, end, now=None):
     return Window(start=s, end=max(e, s), snapped=snapped)
 
 
-def window_for(start, end, now=None):
+def window_for(start: int, end: int, now: float | None = None) -> Window:
     """The window the pages and the API read for [start, end): snapped to what is kept, with its pieces."""
     window = effective_window(start, end, now)
     window.pieces = plan_window(window.start, window.end) if window.end > window.start else []
     return window
 
 
-def finest_kept(ts, now=None):
+def finest_kept(ts: int, now: float | None = None) -> int:
     """The finest resolution whose rows at `ts` are still kept (raw counts as a minute for charts)."""
     now = int(now or time.time())
     keep = retention_s()
@@ -119,12 +126,12 @@ def finest_kept(ts, now=None):
     return DAY
 
 
-def plan_window(start, end, marks=None):
+def plan_window(start: int, end: int, marks: Mapping[int, int | None] | None = None) -> list[Piece]:
     """[(resolution, from_ts, to_ts)]: disjoint pieces covering [start, end), coarse in the middle."""
     marks = rolled_until() if marks is None else marks
     levels = tuple(sorted(LEVELS, reverse=True))
 
-    def cover(a, b, levels):
+    def cover(a: int, b: int, levels: tuple[int, ...]) -> list[Piece]:
         if a >= b:
             return []
         for i, level in enumerate(levels):
@@ -141,23 +148,24 @@ def plan_window(start, end, marks=None):
     return cover(start, end, levels)
 
 
-def _pieces_sql(pieces, alias=""):
+def _pieces_sql(pieces: Iterable[Piece], alias: str = "") -> tuple[str, list[Any]]:
     col = f"{alias}." if alias else ""
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for resolution, a, b in pieces:
         parts.append(f"({col}resolution = %s AND {col}ts >= %s AND {col}ts < %s)")
         params += [resolution, a, b]
     return "(" + (" OR ".join(parts) or "1 = 0") + ")", params
 
 
-def _pieces_q(pieces):
+def _pieces_q(pieces: Iterable[Piece]) -> Q:
     q = Q(resolution=-1)  # matches nothing: an empty window
     for resolution, a, b in pieces:
         q |= Q(resolution=resolution, ts__gte=a, ts__lt=b)
     return q
 
 
-def _source_qs(filters):
+def _source_qs(filters: Filters) -> QuerySet[DigestSource]:
     qs = DigestSource.objects.all()
     if filters.cluster is not None:
         qs = qs.filter(node__cluster_id=filters.cluster)
@@ -172,14 +180,14 @@ def _source_qs(filters):
     return qs
 
 
-def _digest_search_qs(search):
+def _digest_search_qs(search: str) -> QuerySet[Digest]:
     q = Q(digest_text__icontains=search)
     if search.lower().startswith("0x") and len(search) <= 18:
         q |= Q(digest__iexact=search)
     return Digest.objects.filter(q)
 
 
-def _where(window, filters):
+def _where(window: Window, filters: Filters) -> tuple[str, list[Any]]:
     sql, params = _pieces_sql(window.pieces)
     where, args = [sql], list(params)
     if filters.by_source:
@@ -208,16 +216,19 @@ class TopRow:
     text: str = ""
     short: str = ""
     title: str = ""
-    where: dict = field(default_factory=dict)
+    where: dict[str, Any] = field(default_factory=dict)  # _attach_where: hostgroups, users, nodes (the API's as is)
+    user_count: int = 0  # _attach_where: the page's "first user +N"
+    max_bound_us: int | None = None  # _attach_proxysql_extremes: ProxySQL's own max where the window's is unknown
+    min_bound_us: int | None = None
 
     @property
-    def avg_us(self):
+    def avg_us(self) -> float | None:
         return self.total_us / self.count if self.count else None
 
 
 @dataclass
 class TopPage:
-    rows: list
+    rows: list[TopRow]
     total: int  # digests in the window (after filters)
     number: int  # 1-based page number actually shown
     pages: int
@@ -226,26 +237,180 @@ class TopPage:
     mirror_note: str = ""  # the polls could not tell copies apart on some rows (match limit, budget): said above it
 
     @property
-    def has_previous(self):
+    def has_previous(self) -> bool:
         return self.number > 1
 
     @property
-    def has_next(self):
+    def has_next(self) -> bool:
         return self.number < self.pages or self.more
 
     @property
-    def first_index(self):
+    def first_index(self) -> int:
         return (self.number - 1) * self.per_page + 1 if self.total else 0
 
     @property
-    def last_index(self):
+    def last_index(self) -> int:
         return min(self.number * self.per_page, self.total)
+
+
+class BreakdownRow(TypedDict):
+    """digest_breakdown(): one source's figures of a digest over the window (its copies, its unmeasured rows apart)."""
+
+    source: DigestSource | None
+    mirrored: bool
+    unmeasured: bool
+    count: int
+    total_us: int
+    max_us: int | None
+    min_us: int | None
+    avg_us: float | None
+    rows_sent: int | None
+    rows_affected: int | None
+    rows_count: int  # the executions whose rows were counted
+    max_bound_us: int | None
+    min_bound_us: int | None
+
+
+class Bounds(TypedDict):
+    max_bound_us: int | None
+    min_bound_us: int | None
+
+
+class ChartPoint(TypedDict):
+    x: int  # epoch ms
+    rate: float | None
+    avg_ms: float | None
+    max_ms: float | None
+
+
+class ChartSeries(TypedDict):
+    bucket_s: int
+    start: int  # epoch ms
+    end: int
+    points: list[ChartPoint]
+    partial: int  # buckets where only some of the digest's nodes had a poll
+    nodes: int
+
+
+class _Bucket(TypedDict):
+    covered: float  # seconds of polls in it, summed over the nodes
+    nodes: set[int]
+    count: int
+    sum: int
+    max: int | None
+
+
+class FilterChoices(TypedDict):
+    clusters: list[tuple[int, str]]
+    nodes: list[tuple[int, str, str]]  # (pk, cluster name, name)
+    hostgroups: list[int]
+    users: list[str]
+    schemas: list[str]
+
+
+class Problem(TypedDict):
+    node_id: int
+    state: DigestNodeState | None
+    age: float | None
+    failing_for: float | None
+    node: NotRequired[ProxySQLNode | None]  # the ones shown
+
+
+class PollSummary(TypedDict):
+    nodes: int
+    fresh: int
+    oldest_age: float | None
+    newest_age: float | None
+    problems: list[Problem]
+    more_problems: int
+    stale_after: float
+
+
+@dataclass(frozen=True)
+class RuleSample:
+    """The rule tester's form (forms.parse_rule_sample): a cluster, a digest picked from the list or a typed query,
+    who sends it from where, and optionally a draft change set to compare with."""
+
+    cluster: Cluster | None = None
+    digest: Digest | None = None
+    query: str = ""
+    username: str = ""
+    schemaname: str = ""
+    client_addr: str = ""
+    change_set: ChangeSet | None = None  # a draft of the cluster
+
+
+class RuleColumn(TypedDict):
+    title: str
+    url: str
+    outcome: Any  # rule_tester.on_content's walk of the rules
+
+
+class RuleTestChoices(TypedDict):
+    digests: list[TopRow]
+    change_sets: list[ChangeSet]
+
+
+class HostgroupRow(TypedDict):
+    hostgroup: int
+    count: int
+    total_us: int
+    time_share: NotRequired[float | None]
+    avg_us: NotRequired[float | None]
+
+
+class RowsSummary(TypedDict):
+    sent: int
+    affected: int
+    executions: int
+    partial: bool
+    sent_each: float | None
+    affected_each: float | None
+
+
+class DigestSummary(TypedDict):
+    rows: RowsSummary | None
+    first_seen: int | None  # epoch seconds
+    last_seen: int | None
+    total_us: int
+    count: int
+    mirrored: list[HostgroupRow]
+    mirrored_count: int
+    mirrored_us: int
+    time_share: float | None
+    count_share: float | None
+    hostgroups: list[HostgroupRow]
+
+
+class MirrorRuleRow(TypedDict, total=False):
+    """mirror_rules(): a rule, what it matches, its last measured window (when there is one), and a note."""
+
+    rule: MirrorRule
+    match: str
+    sample: MirrorRuleSample | None
+    note: str
+    window_end: datetime
+    interval_s: float
+    age: float
+    hits: float | None
+    expected: float | None
+    mirrored: float | None
+    loss: float | None
+    prepared_share: float | None
+    dropped: float | None
+
+
+class MirrorPanel(TypedDict):
+    mirror_rules: list[MirrorRuleRow]
+    mirror_worst: MirrorRuleRow | None
+    mirror_rules_age: float | None
+    digest_interval: float
 
 
 INLINE_IDS = 500  # up to this many matching sources / digests go into the query as a list of ids
 
 
-def _ids_or_subquery(qs):
+def _ids_or_subquery(qs: QuerySet[Any]) -> tuple[str, list[Any], bool]:
     """(SQL for an IN (...), params, inline): the ids themselves when few, else the subquery."""
     ids = list(qs.values_list("pk", flat=True)[: INLINE_IDS + 1])
     if len(ids) <= INLINE_IDS:
@@ -254,7 +419,7 @@ def _ids_or_subquery(qs):
     return sub, list(sub_params), False
 
 
-def _search_condition(search, alias):
+def _search_condition(search: str, alias: str) -> tuple[str, list[str]]:
     """(SQL, params): the digest's text contains `search` in any case (LIKE, its wildcards escaped), or
     `search` is its hash."""
     sql = f"{alias}.digest_text {connection.operators['icontains']}"
@@ -264,13 +429,14 @@ def _search_condition(search, alias):
         # collation, the same result for plain ASCII on both sides); texts without a copy through the collation.
         sql = f"CASE WHEN {alias}.search_text IS NULL THEN {sql} ELSE {alias}.search_text LIKE %s END"
         params.append(f"%{connection.ops.prep_for_like_query(search.lower())}%")
-    if _hash_of(search):
+    digest_hash = _hash_of(search)
+    if digest_hash:
         sql += f" OR {alias}.digest = %s"
-        params.append(_hash_of(search))
+        params.append(digest_hash)
     return f"({sql})", params
 
 
-def _hash_of(search):
+def _hash_of(search: str) -> str | None:
     """The digest hash `search` may be (ProxySQL prints them 0x + upper-case hex), or None."""
     return "0x" + search[2:].upper() if search.lower().startswith("0x") and len(search) <= 18 else None
 
@@ -278,13 +444,15 @@ def _hash_of(search):
 SORT_EXPR = {"total": "tot", "count": "cnt", "avg": "tot * 1e0 / cnt", "max": "mx"}  # 1e0: a double everywhere
 
 
-def _order(sort, descending):
+def _order(sort: str, descending: bool) -> str:
     """ORDER BY of a ranking: NULLs (an unknown max) last either way, ties by digest id the same way."""
     expr, direction = SORT_EXPR[sort], "DESC" if descending else "ASC"
     return f"({expr}) IS NULL, {expr} {direction}, digest_id {direction}"
 
 
-def _arms(pieces, conds="", arm_params=(), mirrored=False):
+def _arms(
+    pieces: Sequence[Piece], conds: str = "", arm_params: Iterable[Any] = (), mirrored: bool = False
+) -> tuple[str, list[Any]]:
     """The rows of the window's pieces (a derived table's SELECT). SQLite: one arm per piece glued with
     UNION ALL (its OR over one index deduplicates rows). MariaDB: one SELECT over the pieces' ranges of the
     primary key, which it merges into the GROUP BY (UNION ALL makes it copy every row into a temporary
@@ -294,16 +462,17 @@ def _arms(pieces, conds="", arm_params=(), mirrored=False):
     flag = ", mirrored" if mirrored else ""
     columns = f"SELECT digest_id, count_star, sum_time, max_time, min_time{flag} FROM {table}"
     if connection.vendor != "sqlite":
-        where, params = _pieces_sql(pieces)
-        return f"{columns} WHERE {where}{conds}", params + list(arm_params)
-    arms, params = [], []
+        where, where_params = _pieces_sql(pieces)
+        return f"{columns} WHERE {where}{conds}", where_params + list(arm_params)
+    arms: list[str] = []
+    params: list[Any] = []
     for resolution, a, b in pieces:
         arms.append(f"{columns} WHERE resolution = %s AND ts >= %s AND ts < %s{conds}")
         params += [resolution, a, b] + list(arm_params)
     return " UNION ALL ".join(arms), params
 
 
-def _grouped(arms, mirrored):
+def _grouped(arms: str, mirrored: bool) -> str:
     """Per digest: count, total, max, min of its own executions, then count and total of its mirrored copies."""
     if not mirrored:
         return (
@@ -321,7 +490,7 @@ def _grouped(arms, mirrored):
     )
 
 
-def usable_span(window, filters):
+def usable_span(window: Window, filters: Filters) -> int | None:
     """The end of a DigestSpan lying inside the window, for the unfiltered list (None: sum the rows)."""
     if filters.by_source or window.seconds < SPAN_S:
         return None
@@ -336,14 +505,24 @@ def usable_span(window, filters):
 HIT_IDS_MAX = 10_000  # MariaDB: a search matching up to this many digests goes into the query as their ids
 
 
-def search_hit_ids(search):
+def search_hit_ids(search: str) -> list[int] | None:
     """The ids of the digests matching `search` when they are at most HIT_IDS_MAX, else None. The word
     index (search.py) narrows the texts read: a search of 7 % of 100,000 texts reads those 7 %."""
     condition, params = _search_condition(search, "d")
     return search_index.matching_ids(condition, params, search, HIT_IDS_MAX, digest_hash=_hash_of(search))
 
 
-def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="", hit_ids=None, count_cap=None):
+def _ranked_sql_spanned(
+    window: Window,
+    end: int,
+    sort: str,
+    descending: bool,
+    limit: int,
+    offset: int,
+    search: str = "",
+    hit_ids: list[int] | None = None,
+    count_cap: int | None = None,
+) -> tuple[str, list[Any]]:
     """(SQL, params) like _ranked_sql, from the span ending at `end` and the window's two edges.
 
     A digest that did not run in the edges keeps its span figures: the best `offset + limit` of those
@@ -358,7 +537,8 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
     """
     span, digests = DigestSpan._meta.db_table, Digest._meta.db_table
     pieces = plan_window(window.start, end - SPAN_S) + plan_window(end, window.end)
-    join, cond, cond_params, hits = "", "", [], ""
+    join, cond, hits = "", "", ""
+    cond_params: list[Any] = []
     if search and connection.vendor == "sqlite":
         # The matching digests once (SQLite keeps a CTE read three times): a scan of the texts, no join.
         condition, hit_params = _search_condition(search, "d")
@@ -426,7 +606,9 @@ def _ranked_sql_spanned(window, end, sort, descending, limit, offset, search="",
     return sql, (head + params + [end] + cond_params + best_params + [end] + cond_params + [limit, offset])
 
 
-def _ranked_sql(window, filters, sort, descending, mirrored=False):
+def _ranked_sql(
+    window: Window, filters: Filters, sort: str, descending: bool, mirrored: bool = False
+) -> tuple[str, list[Any]]:
     """(SQL, params) ranking the window's digests, each row with the number of digests in the window.
 
     One arm per piece of the window, glued with UNION ALL (SQLite's OR over one index deduplicates rows
@@ -439,14 +621,16 @@ def _ranked_sql(window, filters, sort, descending, mirrored=False):
     mirrored: the window holds rows of mirrored copies (DigestStat.mirrored): ranked without them, summed apart.
     """
     digests = Digest._meta.db_table
-    conds, arm_params = "", []
+    conds = ""
+    arm_params: list[Any] = []
     if filters.by_source:
         sql, ids, _ = _ids_or_subquery(_source_qs(filters))
         conds += f" AND source_id IN ({sql})"
         arm_params += ids
     arms, params = _arms(window.pieces, conds, arm_params, mirrored)
     grouped = _grouped(arms, mirrored)
-    join, search_params = "", []
+    join = ""
+    search_params: list[str] = []
     if filters.search:
         condition, search_params = _search_condition(filters.search, "d")
         join = f" JOIN {digests} d ON d.id = g.digest_id WHERE {condition}"
@@ -474,8 +658,15 @@ COUNT_CAP = 1000  # a search matched in the query (not a list of ids) counts the
 
 
 def top_digests(
-    window, filters, sort=DEFAULT_SORT, descending=True, page=1, per_page=PER_PAGE, use_span=True, exact_total=True
-):
+    window: Window,
+    filters: Filters,
+    sort: str = DEFAULT_SORT,
+    descending: bool = True,
+    page: int = 1,
+    per_page: int = PER_PAGE,
+    use_span: bool = True,
+    exact_total: bool = True,
+) -> TopPage:
     """One page of the digests of the window, ranked; the page number is clamped to what exists.
 
     exact_total=False (the page): a search in too many texts for a list of ids (MariaDB) counts its
@@ -494,12 +685,12 @@ def top_digests(
             return TopPage(rows=[], total=0, number=1, pages=1, per_page=per_page)
     page = max(1, page)
 
-    def cap(number):
+    def cap(number: int) -> int | None:
         if exact_total or end is None or hit_ids is not None or not filters.search or connection.vendor == "sqlite":
             return None
         return max(COUNT_CAP, number * per_page) + 1  # one past: the count says whether there are more
 
-    def run(number):
+    def run(number: int) -> tuple[list[tuple[Any, ...]], tuple[int, int] | None]:
         offset = (number - 1) * per_page
         if end is None:
             query, args = sql, params + [per_page, offset]
@@ -524,7 +715,8 @@ def top_digests(
             cur.execute(f"SELECT COUNT(DISTINCT digest_id) FROM {table} WHERE {where}", where_params)
             counts = (cur.fetchone()[0], 0)
     total = int(counts[0]) + int(counts[1]) if counts else 0
-    if rows and cap(page) and counts[0] >= cap(page):  # stopped counting: more than that
+    capped = cap(page)
+    if rows and counts and capped and counts[0] >= capped:  # stopped counting: more than that
         total, more = total - 1, True
     if not rows and page > 1:  # past the last page: show the last one
         page = max(1, math.ceil(total / per_page))
@@ -556,11 +748,11 @@ def top_digests(
     )
 
 
-def _int(v):
+def _int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def _attach_texts(rows):
+def _attach_texts(rows: list[TopRow]) -> None:
     by_id = {
         d["id"]: d
         for d in Digest.objects.filter(pk__in=[r.digest_id for r in rows]).values("id", "digest", "digest_text")
@@ -574,7 +766,7 @@ def _attach_texts(rows):
             r.title = r.text if len(r.text) <= 1000 else r.text[:999] + "…"
 
 
-def _attach_where(rows, window, filters):
+def _attach_where(rows: list[TopRow], window: Window, filters: Filters) -> dict[int, list[tuple[DigestSource, bool]]]:
     """Where each listed digest ran in the window: hostgroups, user@schema, number of nodes. Returns
     {digest id: [(DigestSource, whether its rows there are all mirrored copies)]}."""
     if not rows:
@@ -590,7 +782,7 @@ def _attach_where(rows, window, filters):
         )
         pairs = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={p[1] for p in pairs})}
-    by_digest = {}
+    by_digest: dict[int, list[tuple[DigestSource, bool]]] = {}
     for digest_id, source_id, copies in pairs:
         s = sources.get(source_id)
         if s:
@@ -607,7 +799,7 @@ def _attach_where(rows, window, filters):
     return by_digest
 
 
-def copies_in(window, filters):
+def copies_in(window: Window, filters: Filters) -> bool:
     """Whether the window holds rows that are, or may be, mirrored copies (the polls' DigestPoll.copy_rows) on the
     nodes in scope: one read of the small poll table. Without any, the ranking needs no per-row flag."""
     if not window.pieces:
@@ -620,7 +812,7 @@ def copies_in(window, filters):
     return polls.exists()
 
 
-def _mirror_note(rows):
+def _mirror_note(rows: list[TopRow]) -> str:
     """The page's note when the polls could not tell copies apart on some of its rows ("" when not)."""
     unmeasured = sum(1 for r in rows if r.unmeasured_count)
     if not unmeasured:
@@ -633,16 +825,18 @@ def _mirror_note(rows):
     )
 
 
-def proxysql_extremes(wanted):
+def proxysql_extremes(
+    wanted: Mapping[int, tuple[Sequence[DigestSource], str]],
+) -> dict[int, tuple[int | None, int | None]]:
     """ProxySQL's own min_time / max_time of digests since it first saw them (or its last reset), as the latest digest
     poll read them (the baseline it keeps in Redis). wanted: {key: (DigestSource list, digest hash)} -> {key: (min,
     max)}, (None, None) where none is kept. One Redis round trip for the whole page."""
-    asks = []
+    asks: list[tuple[int, int, bytes]] = []
     for key, (sources, digest_hash) in wanted.items():
         for s in sources:
             field = f"{s.hostgroup}\t{s.schemaname}\t{s.username}\t{s.client_address}\t{digest_hash}".encode()
             asks.append((key, s.node_id, field))
-    out = {key: (None, None) for key in wanted}
+    out: dict[int, tuple[int | None, int | None]] = {key: (None, None) for key in wanted}
     if not asks:
         return out
     try:
@@ -662,7 +856,7 @@ def proxysql_extremes(wanted):
     return out
 
 
-def _attach_proxysql_extremes(rows, sources):
+def _attach_proxysql_extremes(rows: list[TopRow], sources: Mapping[int, list[DigestSource]]) -> None:
     """Where the window's max (min) is not derivable from cumulative counters (ProxySQL's max did not rise in any
     interval of the window: the usual case once a digest has run a while), ProxySQL's own max since it first saw
     the digest bounds it: r.max_bound_us (r.min_bound_us), shown as "≤ max" (">= min"), equal to what the admin
@@ -677,7 +871,7 @@ def _attach_proxysql_extremes(rows, sources):
 
 
 # -- one digest ----------------------------------------------------------------------------------------
-def digest_breakdown(digest, window, filters):
+def digest_breakdown(digest: Digest, window: Window, filters: Filters) -> list[BreakdownRow]:
     """Per source, the digest's figures over the window (biggest total first); a source's mirrored copies
     (DigestStat.mirrored) and its rows whose copies were not measured each make a row of their own."""
     table = DigestStat._meta.db_table
@@ -698,35 +892,39 @@ def digest_breakdown(digest, window, filters):
     bounds = proxysql_extremes(
         {r[0]: ([sources[r[0]]], digest.digest) for r in rows if r[0] in sources and (r[3] is None or r[4] is None)}
     )
-    return [
-        {
-            "source": sources.get(r[0]),
-            "mirrored": r[8] == COPIES,
-            "unmeasured": r[8] == UNMEASURED,
-            "count": int(r[1]),
-            "total_us": int(r[2]),
-            "max_us": _int(r[3]),
-            "min_us": _int(r[4]),
-            "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
-            "rows_sent": _int(r[5]),
-            "rows_affected": _int(r[6]),
-            "rows_count": int(r[7] or 0),
-            **_bounds(bounds.get(r[0]), _int(r[3]), _int(r[4])),
-        }
-        for r in rows
-    ]
+    out: list[BreakdownRow] = []
+    for r in rows:
+        shown = _bounds(bounds.get(r[0]), _int(r[3]), _int(r[4]))
+        out.append(
+            {
+                "source": sources.get(r[0]),
+                "mirrored": r[8] == COPIES,
+                "unmeasured": r[8] == UNMEASURED,
+                "count": int(r[1]),
+                "total_us": int(r[2]),
+                "max_us": _int(r[3]),
+                "min_us": _int(r[4]),
+                "avg_us": int(r[2]) / int(r[1]) if r[1] else None,
+                "rows_sent": _int(r[5]),
+                "rows_affected": _int(r[6]),
+                "rows_count": int(r[7] or 0),
+                "max_bound_us": shown["max_bound_us"],
+                "min_bound_us": shown["min_bound_us"],
+            }
+        )
+    return out
 
 
 COPIES, UNMEASURED = 1, 2  # digest_breakdown's kinds of rows besides the application's own
 
 
-def _bounds(found, most, least):
+def _bounds(found: tuple[int | None, int | None] | None, most: int | None, least: int | None) -> Bounds:
     """A breakdown row's ProxySQL bounds where its window's extremes are not known (_attach_proxysql_extremes)."""
     low, high = found or (None, None)
     return {"max_bound_us": high if most is None else None, "min_bound_us": low if least is None else None}
 
 
-def chart_bucket(seconds):
+def chart_bucket(seconds: float) -> int:
     """Bucket width of a chart over `seconds`: at most a few hundred points, never finer than a minute
     (polls come every ~30 s, so a minute always holds one)."""
     for width in (60, FIVE_MINUTES, HOUR, DAY):
@@ -735,7 +933,7 @@ def chart_bucket(seconds):
     return DAY
 
 
-def chart_series(digest, window, filters):
+def chart_series(digest: Digest, window: Window, filters: Filters) -> ChartSeries:
     """{"bucket_s", "points": [{x: epoch ms, rate, avg_ms, max_ms}], "partial"}; None values are gaps.
 
     A bucket is a gap when none of the nodes this digest ran on (in the window, within the filters)
@@ -749,7 +947,8 @@ def chart_series(digest, window, filters):
     pieces = plan_window(start, window.end, marks)
     table = DigestStat._meta.db_table
     sql, params = _pieces_sql(pieces)
-    src_filter, src_params = "", []
+    src_filter = ""
+    src_params: list[Any] = []
     if filters.by_source:
         sub, sub_params = _source_qs(Filters(**{**filters.__dict__, "search": ""})).values("pk").query.sql_with_params()
         src_filter, src_params = f" AND source_id IN ({sub})", list(sub_params)
@@ -774,12 +973,12 @@ def chart_series(digest, window, filters):
             polls = polls.filter(node_id=filters.node)
     expected = len(set(node_of.values())) or None
 
-    def bucket(ts):
+    def bucket(ts: int) -> _Bucket:
         return buckets.setdefault(
             ts // width * width, {"covered": 0.0, "nodes": set(), "count": 0, "sum": 0, "max": None}
         )
 
-    buckets = {}
+    buckets: dict[int, _Bucket] = {}
     for ts, node_id, interval in polls.values_list("ts", "node_id", "interval_s"):
         b = bucket(ts)
         b["covered"] += interval
@@ -790,12 +989,14 @@ def chart_series(digest, window, filters):
         b["sum"] += total
         if most is not None:
             b["max"] = most if b["max"] is None else max(b["max"], most)
-    points, partial = [], 0
+    points: list[ChartPoint] = []
+    partial = 0
     for x in range(start, window.end, width):
-        b = buckets.get(x)
-        if b is None or b["covered"] <= 0:
+        got = buckets.get(x)
+        if got is None or got["covered"] <= 0:
             points.append({"x": x * 1000, "rate": None, "avg_ms": None, "max_ms": None})
             continue
+        b = got
         if expected and len(b["nodes"]) < expected:
             partial += 1
         per_node = b["covered"] / len(b["nodes"])
@@ -818,7 +1019,7 @@ def chart_series(digest, window, filters):
 
 
 # -- what the filters offer, and how fresh the data is ------------------------------------------------
-def filter_choices():
+def filter_choices() -> FilterChoices:
     sources = DigestSource.objects
     return {
         "clusters": list(Cluster.objects.order_by("name").values_list("pk", "name")),
@@ -836,7 +1037,7 @@ def filter_choices():
 PROBLEMS_SHOWN = 10
 
 
-def poll_summary(filters, now=None):
+def poll_summary(filters: Filters, now: float | None = None) -> PollSummary:
     """How fresh the digest history of the nodes in scope is: how many nodes were polled lately, the
     oldest good poll, and the nodes failing or stale (the first few, worst first), with their errors."""
     now = now or time.time()
@@ -848,7 +1049,9 @@ def poll_summary(filters, now=None):
         nodes = nodes.filter(pk=filters.node)
     pks = list(nodes.values_list("pk", flat=True))
     states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=pks)}
-    fresh, problems, ages = 0, [], []
+    fresh = 0
+    problems: list[Problem] = []
+    ages: list[float] = []
     for pk in pks:
         s = states.get(pk)
         age = None if not s or not s.last_ok_ts else max(0.0, now - s.last_ok_ts)
@@ -883,13 +1086,13 @@ def poll_summary(filters, now=None):
     }
 
 
-def stale_after_s():
+def stale_after_s() -> float:
     """A node's digest poll older than this is stale (the same rule as every other poll: status.stale_after)."""
     return status.stale_after(settings.MONITOR_DIGEST_INTERVAL_S)
 
 
 # -- the rule tester -----------------------------------------------------------------------------------
-def rule_chains(sample):
+def rule_chains(sample: RuleSample) -> list[RuleColumn]:
     """The rule tester's columns for a RuleSample: the cluster's current configuration version, and the chosen
     draft change set's rules beside it. [] when there is nothing to test (no cluster, no query, no version)."""
     if sample.cluster is None or not (sample.query or sample.digest):
@@ -897,7 +1100,7 @@ def rule_chains(sample):
     version = config_services.latest(sample.cluster)
     if version is None:
         return []
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "username": sample.username,
         "schemaname": sample.schemaname,
         "client_addr": sample.client_addr,
@@ -905,7 +1108,7 @@ def rule_chains(sample):
     }  # both columns share one budget (RULE_WALK_BUDGET_S)
     if sample.digest is not None:
         kwargs.update(digest_text=sample.digest.digest_text, digest=sample.digest.digest)
-    columns = [
+    columns: list[RuleColumn] = [
         {
             "title": f"Current rules (version {version.number})",
             "url": version.get_absolute_url(),
@@ -924,7 +1127,7 @@ def rule_chains(sample):
     return columns
 
 
-def rule_test_choices(cluster, now=None):
+def rule_test_choices(cluster: Cluster | None, now: float | None = None) -> RuleTestChoices:
     """The tester's pick lists for a cluster: its top digests of the last hour, its draft change sets."""
     if cluster is None:
         return {"digests": [], "change_sets": []}
@@ -934,7 +1137,7 @@ def rule_test_choices(cluster, now=None):
     return {"digests": page.rows, "change_sets": list(drafts[:50])}
 
 
-def digest_summary(digest, window, filters, breakdown):
+def digest_summary(digest: Digest, window: Window, filters: Filters, breakdown: list[BreakdownRow]) -> DigestSummary:
     """The detail page's figures beyond the per-source rows: when the polls first and last saw the digest (all
     history kept), its share of the window's total time and executions (same filters), and its split by
     hostgroup. `breakdown`: digest_breakdown()'s rows for this window."""
@@ -965,9 +1168,9 @@ def digest_summary(digest, window, filters, breakdown):
         h["avg_us"] = h["total_us"] / h["count"] if h["count"] else None
     with_rows = [b for b in own if b["rows_sent"] is not None]
     rows_count = sum(b["rows_count"] for b in with_rows)
-    rows = None
+    rows: RowsSummary | None = None
     if with_rows:
-        sent, affected = sum(b["rows_sent"] for b in with_rows), sum(b["rows_affected"] or 0 for b in with_rows)
+        sent, affected = sum(b["rows_sent"] or 0 for b in with_rows), sum(b["rows_affected"] or 0 for b in with_rows)
         rows = {
             "sent": sent,
             "affected": affected,
@@ -991,9 +1194,9 @@ def digest_summary(digest, window, filters, breakdown):
     }
 
 
-def _by_hostgroup(breakdown):
+def _by_hostgroup(breakdown: Iterable[BreakdownRow]) -> list[HostgroupRow]:
     """Breakdown rows summed per hostgroup, the most total time first."""
-    hostgroups = {}
+    hostgroups: dict[int, HostgroupRow] = {}
     for b in breakdown:
         if b["source"] is None:
             continue
@@ -1024,20 +1227,20 @@ class TrafficRow:
 class Traffic:
     """A cluster's stored digest traffic over its last `seconds` (the effect check's input, apps/configuration)."""
 
-    rows: list
+    rows: list[TrafficRow]
     seconds: float
     truncated: bool = False
 
     @property
-    def count(self):
+    def count(self) -> int:
         return sum(r.count for r in self.rows)
 
     @property
-    def sum_time_us(self):
+    def sum_time_us(self) -> int:
         return sum(r.sum_time_us for r in self.rows)
 
 
-def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
+def cluster_traffic(cluster_id: int, seconds: int = TRAFFIC_WINDOW_S, now: float | None = None) -> Traffic:
     """The last `seconds` of the cluster's digests, summed per digest and source (user, schema, client) over its
     nodes; `seconds` is what the stored rows cover (less when the digest polls started later)."""
     now = int(now or time.time())
@@ -1071,7 +1274,7 @@ def cluster_traffic(cluster_id, seconds=TRAFFIC_WINDOW_S, now=None):
     return Traffic(rows=rows, seconds=min(seconds, covered), truncated=len(picked) > TRAFFIC_MAX_ROWS)
 
 
-def search_digests(search, limit):
+def search_digests(search: str, limit: int) -> tuple[list[Digest], bool]:
     """Up to `limit` digests whose text contains `search` (any case) or whose hash it is, by id, and whether there
     are more. The word index narrows the texts read; a term in many texts stops at the LIMIT."""
     condition, params = _search_condition(search, "d")
@@ -1085,53 +1288,60 @@ def search_digests(search, limit):
 
 
 # -- mirror rules: the node page's panel (apps/pages/node.py) and the API's node state -------------------
-def mirror_rules(node, now):
+def mirror_rules(node: ProxySQLNode, now: float) -> MirrorPanel:
     """The node's mirror rules as the digest poll last read them, each with its last measured window
     (apps/digests/mirroring.py). Three small indexed queries."""
     rules = list(MirrorRule.objects.filter(proxysql_node=node).order_by("rule_id"))
     state = DigestNodeState.objects.filter(node=node).only("last_ok_ts").first()
-    latest = {}
+    latest: dict[int, MirrorRuleSample] = {}
     for sample in monitoring_models.MirrorRuleSample.objects.filter(
         node=node, resolution=monitoring_models.RAW
     ).order_by("-ts")[:50]:
         latest.setdefault(sample.rule_id, sample)
-    rows = []
+    rows: list[MirrorRuleRow] = []
     for rule in rules:
-        row = {"rule": rule, "match": rule.match_digest or rule.match_pattern, "sample": None, "note": ""}
-        sample = latest.get(rule.rule_id)
+        row: MirrorRuleRow = {
+            "rule": rule,
+            "match": rule.match_digest or rule.match_pattern,
+            "sample": None,
+            "note": "",
+        }
+        measured = latest.get(rule.rule_id)
         if rule.mirror_hostgroup is None:
             row["note"] = "not measured: only mirror_flagOUT is set, the copies go where the flagIN chain sends them"
-        elif sample is None:
+        elif measured is None:
             row["note"] = "no window measured yet: the first figures come two digest polls after the rule appeared"
         else:
-            span = sample.interval_s or 0
+            span = measured.interval_s or 0
             row.update(
-                sample=sample,
-                window_end=sample.ts,
-                interval_s=span,
-                age=now - sample.ts.timestamp(),
-                hits=_times(sample.hits_ps, span),
-                expected=_times(sample.expected_ps, span),
-                mirrored=_times(sample.mirrored_ps, span),
-                loss=sample.loss,
-                prepared_share=sample.prepared_share,
+                {
+                    "sample": measured,
+                    "window_end": measured.ts,
+                    "interval_s": span,
+                    "age": now - measured.ts.timestamp(),
+                    "hits": _times(measured.hits_ps, span),
+                    "expected": _times(measured.expected_ps, span),
+                    "mirrored": _times(measured.mirrored_ps, span),
+                    "loss": measured.loss,
+                    "prepared_share": measured.prepared_share,
+                }
             )
             row["dropped"] = (
                 max(0.0, row["expected"] - row["mirrored"])
                 if row["expected"] is not None and row["mirrored"] is not None
                 else None
             )
-            if sample.loss is None:
+            if measured.loss is None:
                 row["note"] = "nothing to mirror in this window"
         rows.append(row)
     losses = [r for r in rows if r.get("loss")]
     return {
         "mirror_rules": rows,
-        "mirror_worst": max(losses, key=lambda r: r["loss"], default=None),
+        "mirror_worst": max(losses, key=lambda r: r["loss"] or 0.0, default=None),  # each has a loss
         "mirror_rules_age": (now - state.last_ok_ts) if state and state.last_ok_ts else None,
         "digest_interval": settings.MONITOR_DIGEST_INTERVAL_S,
     }
 
 
-def _times(rate, seconds):
+def _times(rate: float | None, seconds: float) -> float | None:
     return None if rate is None else rate * seconds

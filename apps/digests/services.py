@@ -21,9 +21,11 @@ next good poll covers both intervals).
 
 import logging
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any, TypedDict, cast
 
 import redis
 from django.conf import settings
@@ -61,14 +63,21 @@ META_FIELD = b"@ts"
 MIRROR_FIELD = b"@mirror"  # the mirror counters of the same poll (mirroring.py)
 FULL_TEXT_READ_OVER = 2000  # more unknown digests than this: read every text at once, not in chunks
 
+# A digest's source as DigestSource keys it: (hostgroup, schemaname, username, client_address); with its node first
+# in the id cache. A running query as ProxySQLAdmin.running_queries reads it.
+SourceKey = tuple[int, str, str, str]
+NodeSourceKey = tuple[int, int, str, str, str]
+RunningQuery = tuple[int, str, str, str, int | None, int, str]
+EndpointRow = tuple[ProxySQLNode, DigestNodeState | None, int]  # a node row of one ProxySQL, its state, its poll's ts
+
 # Per worker process: one admin connection per node for digest reads (apart from the 2-s poller's, so
 # a slow digest read never holds up a pool poll), and ids of digests and sources already stored.
-_connections = {}
-_digest_ids = {}
-_source_ids = {}
+_connections: dict[int, tuple[tuple[Any, ...], ProxySQLAdmin]] = {}  # node pk -> (its connection settings, admin)
+_digest_ids: dict[str, int] = {}  # digest hash -> Digest id
+_source_ids: dict[NodeSourceKey, int] = {}  # -> DigestSource id
 
 
-def forget_caches():
+def forget_caches() -> None:
     """Drop the per-process caches (tests roll the database back under them)."""
     for _, admin in _connections.values():
         admin.close()
@@ -78,11 +87,11 @@ def forget_caches():
     mirroring.forget_caches()
 
 
-def baseline_key(node_pk):
+def baseline_key(node_pk: int) -> str:
     return f"digest-baseline:{node_pk}"
 
 
-def _admin(node):
+def _admin(node: ProxySQLNode) -> ProxySQLAdmin:
     fingerprint = (
         node.admin_host,
         node.admin_port,
@@ -107,20 +116,50 @@ class NodeResult:
     ts: int
     outcome: deltas_mod.Outcome | None = None
     rows: int = 0
-    texts: dict = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # digest hash -> text, of the digests not stored yet
     error: Exception | None = None
     seconds: float = 0.0
     uptime: int = -1
-    mirror: dict | None = None  # this poll's mirror read (rules, hits, counters)
-    mirror_before: dict | None = None  # the previous poll's, when the baseline is trusted
-    running: list = field(default_factory=list)  # queries running at the poll: examples.py
+    mirror: dict[str, Any] | None = None  # this poll's mirror read (mirroring.read: rules, hits, counters)
+    mirror_before: dict[str, Any] | None = None  # the previous poll's, when the baseline is trusted
+    running: list[RunningQuery] = field(default_factory=list)  # queries running at the poll: examples.py
+
+
+class RoundSummary(TypedDict):
+    polled: int
+    failed: int
+    rows: int
+    seconds: float
+
+
+class ShardSummary(TypedDict, total=False):
+    """What a shard's tick did: skipped (the previous round still runs, or Redis is down), nothing due, or its
+    round's summary and the nodes polled (for the alert rules read after the round)."""
+
+    skipped: bool
+    skipped_total: int
+    error: str
+    polled: int
+    failed: int
+    rows: int
+    seconds: float
+    nodes: list[int]
+
+
+class RollupSummary(TypedDict):
+    written: dict[int, int]  # level -> rows
+    span: int | None  # the DigestSpan's end
+    deleted: dict[int, int]  # level -> rows
+    words_indexed: int
 
 
 # -- one node ----------------------------------------------------------------------------------------
-def _baseline(r, node_pk, committed_ts):
+def _baseline(
+    r: redis.Redis, node_pk: int, committed_ts: float | None
+) -> tuple[dict[bytes, bytes] | None, int | None, dict[str, Any] | None]:
     """(previous counters of this node or None when there are none we can trust, ProxySQL's uptime then,
     the previous poll's mirror counters or None)."""
-    stored = r.hgetall(baseline_key(node_pk))
+    stored = cast(dict[bytes, bytes], r.hgetall(baseline_key(node_pk)))  # the client answers bytes (live.client())
     meta = stored.pop(META_FIELD, b"").split()
     mirror_before = stored.pop(MIRROR_FIELD, None)
     if len(meta) != 2 or committed_ts is None:
@@ -134,7 +173,7 @@ def _baseline(r, node_pk, committed_ts):
     return stored, uptime, (mirroring.decode(mirror_before) if mirror_before is not None else None)
 
 
-def _stats(admin):
+def _stats(admin: ProxySQLAdmin) -> tuple[dict[str, Any], int]:
     """(stats_mysql_global, ProxySQL_Uptime or -1 when not told: rely on the per-row checks alone)."""
     stats = admin.stats_global()
     try:
@@ -146,7 +185,7 @@ def _stats(admin):
 CHUNK = 900  # ids per IN (...) or rows per INSERT: under SQLite's 999 variables, fine for MariaDB
 
 
-def _unknown_digests(hashes):
+def _unknown_digests(hashes: Iterable[str]) -> set[str]:
     """Hashes not stored yet (the process cache first, then the database)."""
     missing = [h for h in hashes if h not in _digest_ids]
     table = Digest._meta.db_table
@@ -158,12 +197,12 @@ def _unknown_digests(hashes):
     return {h for h in missing if h not in _digest_ids}
 
 
-def poll_node(node, state, ts):
+def poll_node(node: ProxySQLNode, state: DigestNodeState | None, ts: int) -> NodeResult:
     """Read one node and compute its deltas (network, Redis and a read of known digests; no writes)."""
     return poll_endpoint([(node, state, ts)])[0]
 
 
-def poll_endpoint(rows):
+def poll_endpoint(rows: Sequence[EndpointRow]) -> list[NodeResult]:
     """Read one ProxySQL once for its node rows [(node, state, ts)] (several when it serves several clusters)
     and compute each row's deltas against its own baseline. One NodeResult per row, in order."""
     started = time.monotonic()
@@ -178,7 +217,7 @@ def poll_endpoint(rows):
         unknown = set()
         for result, (baseline, uptime_then, mirror_before) in zip(results, baselines):
             result.uptime, result.mirror, result.rows = uptime, mirror, len(digest_rows)
-            restarted = baseline is not None and 0 <= uptime < uptime_then
+            restarted = baseline is not None and uptime_then is not None and 0 <= uptime < uptime_then
             # After a restart every counter is younger than the previous poll: all of it is this interval's.
             result.outcome = deltas_mod.compute(digest_rows, {} if restarted else baseline)
             if restarted:
@@ -207,7 +246,7 @@ def poll_endpoint(rows):
     return results
 
 
-def _running_queries(admin):
+def _running_queries(admin: ProxySQLAdmin) -> list[RunningQuery]:
     """The queries running now (examples.py); a node that refuses the read loses its examples, not its poll."""
     try:
         return admin.running_queries(examples.READ_LIMIT)
@@ -217,7 +256,7 @@ def _running_queries(admin):
 
 
 # -- storage -----------------------------------------------------------------------------------------
-def _digest_id_map(hashes, texts, ts):
+def _digest_id_map(hashes: set[str], texts: Mapping[str, str], ts: int) -> dict[str, int]:
     missing = _unknown_digests(hashes)
     if missing:
         # Plain executemany (the ORM's bulk_create costs ~10x in Python for 100,000 new digests); another
@@ -234,11 +273,11 @@ def _digest_id_map(hashes, texts, ts):
     return _digest_ids
 
 
-def _source_id_map(node_pk, keys):
+def _source_id_map(node_pk: int, keys: set[SourceKey]) -> dict[NodeSourceKey, int]:
     wanted = {(node_pk, *k) for k in keys}
     if wanted - _source_ids.keys():
 
-        def load():
+        def load() -> None:
             for pk, hg, schema, user, client in DigestSource.objects.filter(node_id=node_pk).values_list(
                 "pk", "hostgroup", "schemaname", "username", "client_address"
             ):
@@ -258,12 +297,12 @@ def _source_id_map(node_pk, keys):
     return _source_ids
 
 
-def _source_key(d):
+def _source_key(d: deltas_mod.Delta) -> SourceKey:
     # Column widths of DigestSource; ProxySQL's own limits are narrower (identifiers, user names, IPs).
     return (d.hostgroup, d.schemaname[:64], d.username[:80], d.client_address[:64])
 
 
-def store(result, state, scope=None):
+def store(result: NodeResult, state: DigestNodeState | None, scope: pollers.Scope | None = None) -> DigestNodeState:
     """Write one node's poll. Returns the DigestNodeState row. Raises on a database error. With a scope (the
     ProxySQL serves several clusters: monitoring.pollers.Scope), only the digests that ran in this cluster's
     hostgroups are stored under this node row: each digest row is stored once, under the cluster it ran for."""
@@ -281,7 +320,8 @@ def store(result, state, scope=None):
             state.save()
         return state
 
-    outcome = result.outcome
+    outcome, mirror_read = result.outcome, result.mirror
+    assert outcome is not None and mirror_read is not None, "a poll without an error read both"
     deltas = [d for d in outcome.deltas if scope is None or scope.keeps(d.hostgroup)]
     spent = mirror.Spent()  # one MIRROR_POLL_BUDGET_S for the poll's mirror rule searches: the marks and the loss
     objs = []
@@ -289,7 +329,7 @@ def store(result, state, scope=None):
         # Texts and sources are committed on their own (idempotent), so the cached ids always exist.
         digest_ids = _digest_id_map({d.digest for d in deltas}, result.texts, ts)
         source_ids = _source_id_map(node.pk, {_source_key(d) for d in deltas})
-        copies = mirroring.mark_copies(result.mirror["rules"], deltas, result.texts, spent)
+        copies = mirroring.mark_copies(mirror_read["rules"], deltas, result.texts, spent)
         objs = [
             (
                 RAW,
@@ -336,13 +376,14 @@ def store(result, state, scope=None):
             copy_rows=sum(1 for row in objs if row[-1] is not False),
         )  # copies, or not known
         mirroring.store_samples(mirror_rows)
-        mirroring.sync_rules(node.pk, result.mirror["rules"])
+        mirroring.sync_rules(node.pk, mirror_read["rules"])
         state.save()
     return state
 
 
-def _write_baseline(r, result):
+def _write_baseline(r: redis.Redis, result: NodeResult) -> None:
     outcome, key = result.outcome, baseline_key(result.node.pk)
+    assert outcome is not None, "written after a poll without an error"
     pipe = r.pipeline(transaction=True)
     if outcome.full:
         pipe.delete(key)
@@ -358,23 +399,23 @@ def _write_baseline(r, result):
 
 
 # -- rounds ------------------------------------------------------------------------------------------
-def poll_round(nodes, *, now=None, threads=None):
+def poll_round(nodes: Sequence[ProxySQLNode], *, now: float | None = None, threads: int | None = None) -> RoundSummary:
     """Poll these nodes' digests concurrently and store them. Returns a summary."""
     started = time.monotonic()
     now = now or time.time()
     nodes = with_clusters(nodes)  # their TLS setting read here, not on the threads
     states = {s.node_id: s for s in DigestNodeState.objects.filter(node_id__in=[n.pk for n in nodes])}
 
-    def ts_for(node):
+    def ts_for(node: ProxySQLNode) -> int:
         # Poller clock, whole seconds; strictly after the node's previous poll so rows never collide.
         last = states[node.pk].last_poll_ts if node.pk in states else None
         return int(now) if last is None or int(now) > int(last) else int(last) + 1
 
-    by_endpoint = {}  # a ProxySQL serving several clusters is read once for all its rows
+    by_endpoint: dict[Any, list[EndpointRow]] = {}  # a ProxySQL serving several clusters is read once for all its rows
     for node in nodes:
         by_endpoint.setdefault(node.endpoint, []).append((node, states.get(node.pk), ts_for(node)))
 
-    def one(rows):
+    def one(rows: list[EndpointRow]) -> list[NodeResult]:
         try:
             return poll_endpoint(rows)
         finally:
@@ -420,13 +461,13 @@ def poll_round(nodes, *, now=None, threads=None):
     return {"polled": len(nodes), "failed": failed, "rows": written, "seconds": round(time.monotonic() - started, 3)}
 
 
-def nodes_for_shard(shard, shards):
+def nodes_for_shard(shard: int, shards: int) -> list[ProxySQLNode]:
     """The shard's node rows, as the monitoring rounds deal them (every row of one ProxySQL in one shard)."""
     mine = {pk for pk, (of, _) in pollers.proxysql_shards(shards).items() if of == shard}
     return [n for n in ProxySQLNode.objects.select_related("cluster").order_by("pk") if n.pk in mine]
 
 
-def run_shard(shard, shards=None, now=None):
+def run_shard(shard: int, shards: int | None = None, now: float | None = None) -> ShardSummary:
     """One beat tick for one shard: poll its nodes whose digest interval has passed."""
     shards = shards or settings.MONITOR_SHARDS
     r = live.client()
@@ -468,15 +509,15 @@ def run_shard(shard, shards=None, now=None):
 SOURCE_LEVEL = {FIVE_MINUTES: RAW, HOUR: FIVE_MINUTES, DAY: HOUR}
 
 
-def _epoch(dt):
+def _epoch(dt: datetime | None) -> int | None:
     return None if dt is None else int(dt.timestamp())
 
 
-def _mark_name(level):
+def _mark_name(level: int) -> str:
     return f"digests:{level}"
 
 
-def rolled_until():
+def rolled_until() -> dict[int, int | None]:
     """{level: epoch seconds before which that level's buckets are complete} (None: nothing yet)."""
     marks = dict(
         RollupMark.objects.filter(name__in=[_mark_name(lv) for lv in LEVELS]).values_list("name", "rolled_until")
@@ -484,7 +525,7 @@ def rolled_until():
     return {lv: _epoch(marks.get(_mark_name(lv))) for lv in LEVELS}
 
 
-def rollup_margin_s():
+def rollup_margin_s() -> int:
     # A raw row's ts is its poll's start; it lands up to one read timeout plus the write later.
     return int(settings.MONITOR_DIGEST_READ_TIMEOUT + 60)
 
@@ -494,7 +535,7 @@ def rollup_margin_s():
 BUCKET_MIRRORED = "CASE WHEN MAX(mirrored) = 1 THEN 1 WHEN COUNT(mirrored) < COUNT(*) THEN NULL ELSE 0 END"
 
 
-def _roll_bucket(level, source, start, stop):
+def _roll_bucket(level: int, source: int, start: int, stop: int) -> int:
     stat, poll = DigestStat._meta.db_table, DigestPoll._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
@@ -514,7 +555,7 @@ def _roll_bucket(level, source, start, stop):
     return max(rows, 0)
 
 
-def rollup(level, now=None, max_buckets=500):
+def rollup(level: int, now: float | None = None, max_buckets: int = 500) -> int:
     """Aggregate the complete `level`-second buckets of the finer level. Returns rows written."""
     now = int(now or time.time())
     source = SOURCE_LEVEL[level]
@@ -552,12 +593,13 @@ def rollup(level, now=None, max_buckets=500):
             RollupMark.objects.filter(name=name).update(rolled_until=datetime.fromtimestamp(stop, tz=timezone.utc))
         start = stop
         buckets += 1
-    if start is not None and start >= end and (mark.rolled_until is None or end > _epoch(mark.rolled_until)):
+    marked = _epoch(mark.rolled_until)
+    if start is not None and start >= end and (marked is None or end > marked):
         RollupMark.objects.filter(name=name).update(rolled_until=datetime.fromtimestamp(end, tz=timezone.utc))
     return written
 
 
-def retention_s():
+def retention_s() -> dict[int, float]:
     raw = settings.MONITOR_RETENTION_RAW_H * 3600
     minute = settings.MONITOR_RETENTION_MINUTE_D * 86400
     hour = settings.MONITOR_RETENTION_HOUR_D * 86400
@@ -567,7 +609,7 @@ def retention_s():
 PRUNE_SLICE_S = {RAW: 3600, FIVE_MINUTES: 6 * 3600, HOUR: 5 * 86400, DAY: 120 * 86400}
 
 
-def prune(now=None):
+def prune(now: float | None = None) -> dict[int, int]:
     """Delete rows past their level's retention, never rows a coarser level has not rolled up yet.
     Each run deletes at most one slice per level (bounded work after a long pause)."""
     now = int(now or time.time())
@@ -576,8 +618,9 @@ def prune(now=None):
     deleted = {}
     for level, keep in retention_s().items():
         cutoff = int(now - keep)
-        if coarser[level] is not None:
-            cutoff = min(cutoff, marks[coarser[level]] or 0)
+        rolled_into = coarser[level]
+        if rolled_into is not None:
+            cutoff = min(cutoff, marks[rolled_into] or 0)
         oldest = DigestPoll.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first()
         if oldest is None:
             oldest = DigestStat.objects.filter(resolution=level).order_by("ts").values_list("ts", flat=True).first()
@@ -591,7 +634,7 @@ def prune(now=None):
     return deleted
 
 
-def refresh_span(now=None):
+def refresh_span(now: float | None = None) -> int | None:
     """Write the DigestSpan ending at the last complete hour, if not there yet; drop older ones (the
     previous stays an hour, for pages that chose it a moment ago). Returns its end (or None)."""
     end = rolled_until()[HOUR]
@@ -613,6 +656,6 @@ def refresh_span(now=None):
     return end
 
 
-def rollup_and_prune(now=None):
+def rollup_and_prune(now: float | None = None) -> RollupSummary:
     written = {level: rollup(level, now) for level in LEVELS}
     return {"written": written, "span": refresh_span(now), "deleted": prune(now), "words_indexed": search.index_words()}

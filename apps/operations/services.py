@@ -4,7 +4,10 @@ Every one audits, in the same short transaction."""
 from django.db import transaction
 from django.utils import timezone
 from django.conf import settings
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -24,7 +27,7 @@ class NotAllowed(Exception):
     pass
 
 
-def save_plan(plan, *, actor):
+def save_plan(plan: Plan, *, actor: Actor) -> Operation:
     """The previewed plan, stored as PLANNED for `actor` (apps/audit/actor.py): what the operator saw is what will
     run."""
     stored = plan.to_json()
@@ -57,7 +60,7 @@ def save_plan(plan, *, actor):
 AUDIT_LIST_ITEMS = 100  # a list in the facts of a "planned" audit event: at most this many items
 
 
-def _bounded(value, op):
+def _bounded(value: Any, op: Operation) -> Any:
     """Facts as the "planned" audit event holds them: a list longer than AUDIT_LIST_ITEMS keeps its first items
     and says how many more the operation's plan holds (a configuration file of 10,000 query rules made a 16 MB
     event of its diffs)."""
@@ -70,14 +73,14 @@ def _bounded(value, op):
     return value
 
 
-def confirm(op, *, actor, override_reason="", enqueue=True):
+def confirm(op: Operation, *, actor: Actor, override_reason: str = "", enqueue: bool = True) -> Operation:
     """Lock the cluster and hand the operation to a worker. Failed guards need an admin's typed reason; with
     the cluster's two-person rule, the confirmer must not be the planner. Who confirmed is recorded."""
     plan = Plan.from_json(op.plan)
     failed = plan.failed_guards
     actor_user, rule = actor.user, actor.is_rule
 
-    def refused(message, **details):
+    def refused(message: str, **details: Any) -> NotAllowed:
         record(
             f"{op.kind} refused",
             actor=actor,
@@ -169,7 +172,7 @@ def confirm(op, *, actor, override_reason="", enqueue=True):
     return op
 
 
-def is_planner(op, user):
+def is_planner(op: Operation, user: AbstractUser | None) -> bool:
     if user is None:
         return False
     if op.requested_by_id is not None:
@@ -177,7 +180,7 @@ def is_planner(op, user):
     return op.actor == user.get_username()  # the planner's account is gone: compare the name as written
 
 
-def plan_expired(op, now=None):
+def plan_expired(op: Operation, now: datetime | None = None) -> str | None:
     """Why a planned operation can no longer be confirmed (nobody confirmed it within OPERATIONS_PLAN_CONFIRM_S of
     its planning: its guards are stale), or None."""
     window = settings.OPERATIONS_PLAN_CONFIRM_S
@@ -190,7 +193,7 @@ def plan_expired(op, now=None):
     )
 
 
-def expire_plans(now=None):
+def expire_plans(now: datetime | None = None) -> list[int]:
     """Planned operations past their window (plan_expired): expired, audited. The beat's reaper calls it."""
     now = now or timezone.now()
     done = []
@@ -204,7 +207,7 @@ def expire_plans(now=None):
     return done
 
 
-def _expire(op, reason, *, actor=None):
+def _expire(op: Operation, reason: str, *, actor: Actor | None = None) -> int:
     actor = actor or Actor.rule("plan expiry")
     with transaction.atomic():
         updated = Operation.objects.filter(pk=op.pk, state=OperationState.PLANNED).update(
@@ -227,7 +230,7 @@ def _expire(op, reason, *, actor=None):
     return updated
 
 
-def discard(op, *, actor, reason=""):
+def discard(op: Operation, *, actor: Actor, reason: str = "") -> None:
     """A planned operation nobody will confirm goes away (state cancelled, "discarded"), audited; a planned
     operation keeps no lock and sent nothing, so nothing else is undone. `reason`: why, when not a click."""
     with transaction.atomic():
@@ -248,7 +251,7 @@ def discard(op, *, actor, reason=""):
         raise NotAllowed("Only a planned operation (not yet confirmed) can be discarded.")
 
 
-def cancel(op, *, actor):
+def cancel(op: Operation, *, actor: Actor) -> None:
     with transaction.atomic():  # the worker stops at its next step only if the request is on record
         updated = Operation.objects.filter(
             pk=op.pk, point_of_no_return=False, state__in=[OperationState.PENDING, OperationState.RUNNING]

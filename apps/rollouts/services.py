@@ -11,10 +11,14 @@ death and goes on from what is stored; a change set left mid-run is waited for (
 
 import math
 import time
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
 import yaml
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.accounts.roles import OPERATOR, has_role
@@ -39,7 +43,7 @@ from controlplane import tasks
 from . import gates
 from .canary import plan_canary
 from . import waves
-from .waves import GATE_STEP_S, HALTED_RULE, gate, halt_requested, operator_halt
+from .waves import GATE_STEP_S, HALTED_RULE, Verdict, gate, halt_requested, operator_halt
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
 
 STALE_AFTER_S = 60  # a running rollout whose worker has not beaten for this long is taken up again
@@ -49,14 +53,86 @@ class Refused(Exception):
     pass
 
 
+class Selector(TypedDict):
+    """Which clusters a rollout picks (Rollout.selector): every tag ([key, value]), and these names and versions
+    when given (parse_selector, the API)."""
+
+    tags: list[list[str]]
+    names: list[str]
+    versions: list[str]
+
+
+class Change(TypedDict, total=False):
+    """The change (Rollout.change), one of the two: a change set's edits (create_change_set's JSON edits) or a YAML
+    fragment (fragment_file). _check_change refuses any other shape."""
+
+    edits: list[dict[str, Any]]
+    file: str
+
+
+class CanaryOptions(TypedDict):
+    """The canary operation's options (canary.plan_canary; kept in Plan.options)."""
+
+    rollout: int
+    wave: int
+    node: int
+    bake_s: float
+
+
+class FirstPlan(TypedDict):
+    cluster: str
+    lines: list[str]
+
+
+class ClusterRow(TypedDict):
+    name: str
+    state: str
+    error: str
+    change_set: int | None
+    revert: int | None
+
+
+class WaveRow(TypedDict):
+    wave: int
+    canary: bool
+    node: str | None
+    rest_of_canary: bool
+    state: str
+    gate: Verdict | None
+    clusters: list[ClusterRow]
+
+
+class Thresholds(TypedDict):
+    max_error_rate: float
+    max_latency_ratio: float
+    max_mirror_queue_share: float
+
+
+class Described(TypedDict):
+    """describe(): the rollout as the doors print it (API RolloutSerializer, the pages, the command, the audit)."""
+
+    rollout: int
+    state: str
+    reason: str
+    waves_text: str
+    clusters: int
+    halt_reason: str
+    bake_canary_s: float
+    bake_s: float
+    thresholds: Thresholds
+    roll_back_before: bool
+    waves: list[WaveRow]
+
+
 # -- the plan ---------------------------------------------------------------------------------------------------
-def parse_waves(text, fleet_size):
+def parse_waves(text: str, fleet_size: int) -> list[int]:
     """Wave sizes from "1,1,25%,100%": N is N more clusters, P% is up to P% of the selected fleet in total
     (rounded up); a wave that adds nothing is dropped, and the last wave takes every cluster left."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise Refused("waves: give at least one, e.g. 1,1,25%,100%")
-    sizes, total = [], 0
+    sizes: list[int] = []
+    total = 0
     for item in items:
         try:
             if item.endswith("%"):
@@ -79,10 +155,10 @@ def parse_waves(text, fleet_size):
     return sizes
 
 
-def parse_selector(items):
+def parse_selector(items: Iterable[str] | None) -> Selector:
     """{"tags": [[key, value]], "names": [...], "versions": [...]} from command-line words: env=prod (a tag),
     name=alpha (a cluster), version=2.7 (clusters whose every ProxySQL node runs 2.7.x)."""
-    selector = {"tags": [], "names": [], "versions": []}
+    selector: Selector = {"tags": [], "names": [], "versions": []}
     for item in items or ():
         key, sep, value = str(item).partition("=")
         if not sep or not value:
@@ -99,7 +175,7 @@ def parse_selector(items):
     return selector
 
 
-def select(selector):
+def select(selector: Selector) -> list[Cluster]:
     """The selected clusters in a deterministic order (by name): every tag must match; names, when given, too."""
     if len(selector.get("tags") or ()) > fleet_tags.TAGS_MAX:  # each is a subquery: no cluster has more
         raise Refused(f"select: at most {fleet_tags.TAGS_MAX} tags")
@@ -112,23 +188,23 @@ def select(selector):
         missing = sorted(set(names) - set(clusters.values_list("name", flat=True)))
         if missing:
             raise Refused(f"select: no such cluster (or not matching the tags): {', '.join(missing)}")
-    clusters = list(clusters.order_by("name"))
+    chosen = list(clusters.order_by("name"))
     versions = selector.get("versions") or []
     if versions:
-        clusters = [c for c in clusters if _runs(c, versions)]
-    if not clusters:
+        chosen = [c for c in chosen if _runs(c, versions)]
+    if not chosen:
         raise Refused("select: no cluster matches")
-    return clusters
+    return chosen
 
 
-def _runs(cluster, versions):
+def _runs(cluster: Cluster, versions: list[str]) -> bool:
     """Every ProxySQL node of the cluster runs one of these versions (2.7 is 2.7.x; a node's version as the polls
     read it, fleet/node_versions.py; a node not read yet matches none)."""
     found = list(cluster.proxysql_nodes.values_list("version", flat=True))
     return bool(found) and all(any(v == p or v.startswith((p + ".", p + "-")) for p in versions) for v in found)
 
 
-def _check_change(change):
+def _check_change(change: Change) -> None:
     if set(change) == {"edits"} and isinstance(change["edits"], list) and change["edits"]:
         return
     if set(change) == {"file"} and isinstance(change["file"], str) and change["file"].strip():
@@ -136,7 +212,7 @@ def _check_change(change):
     raise Refused('change: give {"edits": [...]} (a change set\'s edits) or {"file": "<YAML>"} (a fragment)')
 
 
-def fragment_file(cluster, fragment):
+def fragment_file(cluster: Cluster, fragment: str) -> str:
     """The configuration file (files.py) that a YAML fragment makes of the cluster's current version: the tables
     the fragment names replaced by its rows (a named table is desired state, whole), the variables it names set;
     everything else as the cluster has it. So the one file service (start_from_file) makes every change set."""
@@ -163,7 +239,7 @@ def fragment_file(cluster, fragment):
     return yaml.safe_dump(whole, sort_keys=False)
 
 
-def _validate(cluster, change, actor, reason):
+def _validate(cluster: Cluster, change: Change, actor: Actor, reason: str) -> ChangeSet:
     """The change set the change makes on `cluster`, checked as creating it would check it, nothing written
     (configuration's validate_change_set). NothingToDo when the cluster already runs it."""
     if "file" in change:
@@ -173,7 +249,7 @@ def _validate(cluster, change, actor, reason):
     return config.validate_change_set(cluster, actor=actor, reason=reason, edits=change["edits"])
 
 
-def _check_applies(cluster, change, actor):
+def _check_applies(cluster: Cluster, change: Change, actor: Actor) -> None:
     """Refuse now a change that cannot apply to a selected cluster, or that the planner may not make there."""
     try:
         _validate(cluster, change, actor, "rollout check")
@@ -181,33 +257,33 @@ def _check_applies(cluster, change, actor):
         pass
 
 
-def _canary_node(cluster):
+def _canary_node(cluster: Cluster) -> ProxySQLNode | None:
     """The first cluster's canary: its first ProxySQL node, when it has others (a one-node cluster is its own)."""
     nodes = list(cluster.proxysql_nodes.order_by("pk")[:2])
     return nodes[0] if len(nodes) == 2 else None
 
 
-def _check_operator(actor):
+def _check_operator(actor: Actor) -> None:
     if actor.user is None or not has_role(actor.user, OPERATOR):
         raise Refused("rollouts are planned, started and aborted by an operator (or an admin)")
 
 
 def plan(
-    change,
-    selector,
-    waves_text,
+    change: Change,
+    selector: Selector,
+    waves_text: str,
     *,
-    actor,
-    reason,
-    bake_canary_s=60,
-    bake_s=30,
-    max_error_rate=1.0,
-    when_busy=WhenBusy.WAIT,
-    busy_wait_s=300,
-    max_latency_ratio=2.0,
-    max_mirror_queue_share=0.8,
-    roll_back_before=False,
-):
+    actor: Actor,
+    reason: str,
+    bake_canary_s: float = 60,
+    bake_s: float = 30,
+    max_error_rate: float = 1.0,
+    when_busy: str = WhenBusy.WAIT,
+    busy_wait_s: float = 300,
+    max_latency_ratio: float = 2.0,
+    max_mirror_queue_share: float = 0.8,
+    roll_back_before: bool = False,
+) -> Rollout:
     """A planned rollout: the exact clusters per wave, each checked that the change applies. Audited."""
     _check_operator(actor)
     if not reason.strip():
@@ -228,7 +304,8 @@ def plan(
             _check_applies(cluster, change, actor)
         except (config.Refused, Refused) as exc:
             raise Refused(f"{cluster}: {exc}") from None
-    waves, at = [], 0
+    waves: list[dict[str, Any]] = []  # Rollout.waves: one entry a wave
+    at = 0
     canary = _canary_node(clusters[0])
     if canary is not None:  # wave 0: one node of the first cluster; the first wave then holds the rest of it
         waves.append({"clusters": [clusters[0].pk], "node": canary.pk, "state": WaveState.PENDING})
@@ -259,14 +336,15 @@ def plan(
                 if not RolloutCluster.objects.filter(rollout=rollout, cluster_id=pk).exists():  # the canary's: once
                     RolloutCluster.objects.create(rollout=rollout, cluster_id=pk, wave=n, position=position)
                     position += 1
-        record("rollout planned", actor=actor, target=str(rollout), details=describe(rollout))
+        record("rollout planned", actor=actor, target=str(rollout), details={**describe(rollout)})
     return rollout
 
 
-def first_cluster_plan(rollout):
+def first_cluster_plan(rollout: Rollout) -> FirstPlan:
     """The plan the first cluster's change set would get now (guards, then SQL per node), read from its nodes: what
     `rollout plan` prints. Nothing is saved (validate_change_set writes no row; the plan only reads)."""
     first = rollout.clusters.select_related("cluster").order_by("position").first()
+    assert first is not None, "plan() selects one cluster at least"
     cluster = first.cluster
     try:
         cs = _validate(cluster, rollout.change, Actor(ActorKind.USER, user=rollout.planned_by), rollout.reason)
@@ -280,7 +358,7 @@ def first_cluster_plan(rollout):
     return {"cluster": cluster.name, "lines": lines}
 
 
-def describe(rollout):
+def describe(rollout: Rollout) -> Described:
     """The rollout as data: its waves with their clusters' names and states (the doors print this)."""
     rows = {rc.cluster_id: rc for rc in rollout.clusters.select_related("cluster")}
     canary = rollout.waves[0].get("node") if rollout.waves else None
@@ -325,7 +403,7 @@ def describe(rollout):
 
 
 # -- start, abort -----------------------------------------------------------------------------------------------
-def start(rollout, *, actor, enqueue=True):
+def start(rollout: Rollout, *, actor: Actor, enqueue: bool = True) -> Rollout:
     """planned -> running (audited); the worker's task (workers/rollouts.py) runs it. The two-person rule of any
     selected cluster applies to the whole rollout: its starter must not be its planner."""
     _check_operator(actor)
@@ -347,7 +425,7 @@ def start(rollout, *, actor, enqueue=True):
     return rollout
 
 
-def abort(rollout, *, actor, enqueue=True):
+def abort(rollout: Rollout, *, actor: Actor, enqueue: bool = True) -> Rollout:
     """A planned rollout ends aborted; a running or halted one rolls back every wave it applied, newest first:
     run() does it, at its next check when a worker runs it, else queued now (or run here, without `enqueue`)."""
     _check_operator(actor)
@@ -373,7 +451,7 @@ def abort(rollout, *, actor, enqueue=True):
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
-def run(rollout_id):
+def run(rollout_id: int) -> str:
     """Run (or go on with) a rollout from its stored state until it ends; re-entrant."""
     rollout = Rollout.objects.get(pk=rollout_id)
     if rollout.state != RolloutState.RUNNING:
@@ -422,13 +500,13 @@ def run(rollout_id):
     return rollout.state
 
 
-def _failed_words(n, verdict):
+def _failed_words(n: int, verdict: Mapping[str, Any]) -> str:  # a Verdict, or one stored in Rollout.waves
     if any(f.get("gate") == "operator" for f in verdict.get("failed") or []):
         return f"wave {n}: {verdict['why']}"
     return f"wave {n} failed its health gate: {verdict['why']}"
 
 
-def resume_stale(stale_after_s=STALE_AFTER_S):
+def resume_stale(stale_after_s: float = STALE_AFTER_S) -> list[int]:
     """Running rollouts whose worker stopped beating (it died): each claimed once (its heartbeat moved to now, a
     compare-and-set, so two resumers never both take it) and queued again; run() goes on from the stored state.
     A change set its worker left running is ended by the executor's own reaper, and run() waits for it."""
@@ -437,6 +515,7 @@ def resume_stale(stale_after_s=STALE_AFTER_S):
     for pk, beat in Rollout.objects.filter(state=RolloutState.RUNNING, heartbeat_at__lt=cutoff).values_list(
         "pk", "heartbeat_at"
     ):
+        assert beat is not None, "heartbeat_at__lt matched it"
         with transaction.atomic():
             if Rollout.objects.filter(pk=pk, heartbeat_at=beat).update(heartbeat_at=timezone.now()):
                 record(
@@ -445,17 +524,17 @@ def resume_stale(stale_after_s=STALE_AFTER_S):
                     target=f"rollout #{pk}",
                     details={"rollout": pk, "last_heartbeat": beat.isoformat()},
                 )
-                transaction.on_commit(lambda pk=pk: tasks.enqueue("rollouts.run", (pk,)))
+                transaction.on_commit(partial(tasks.enqueue, "rollouts.run", (pk,)))
                 resumed.append(pk)
     return resumed
 
 
-def _paused(rollout):
+def _paused(rollout: Rollout) -> bool:
     """A pause takes effect between waves: the wave under way ends its apply and its bake first."""
     return Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).exists()
 
 
-def pause(rollout, *, actor):
+def pause(rollout: Rollout, *, actor: Actor) -> Rollout:
     _check_operator(actor)
     with transaction.atomic():
         if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING, abort_requested=False).update(
@@ -467,7 +546,7 @@ def pause(rollout, *, actor):
     return rollout
 
 
-def resume(rollout, *, actor, enqueue=True):
+def resume(rollout: Rollout, *, actor: Actor, enqueue: bool = True) -> Rollout:
     """paused -> running, queued again (or run here, without `enqueue`): it goes on with its next wave."""
     _check_operator(actor)
     with transaction.atomic():
@@ -484,7 +563,7 @@ def resume(rollout, *, actor, enqueue=True):
     return rollout
 
 
-def halt(rollout, *, actor, reason):
+def halt(rollout: Rollout, *, actor: Actor, reason: str) -> Rollout:
     """An operator's halt of a running rollout: the wave baking now fails its gate with the operator's words (and is
     rolled back, as a gate's halt is); between waves, it stops before the next. Audited; run() acts on it."""
     _check_operator(actor)
@@ -501,13 +580,13 @@ def halt(rollout, *, actor, reason):
     return rollout
 
 
-def _people(rollout):
+def _people(rollout: Rollout) -> tuple[Actor, Actor]:
     """(planner, confirmer): each cluster's change set is planned in the rollout planner's name and confirmed in
     its starter's, so a cluster's two-person rule holds as it does for one change set."""
     return Actor(ActorKind.USER, user=rollout.planned_by), Actor(ActorKind.USER, user=rollout.started_by)
 
 
-def _apply_wave(rollout, n):
+def _apply_wave(rollout: Rollout, n: int) -> str | None:
     """Each cluster of the wave through its own change set, in plan order. The first failure: its text."""
     for rc in _wave_clusters(rollout, n):
         if rc.state in (ClusterState.APPLIED, ClusterState.UNCHANGED, ClusterState.SKIPPED):
@@ -520,19 +599,19 @@ def _apply_wave(rollout, n):
     return None
 
 
-def _wave_clusters(rollout, n):
+def _wave_clusters(rollout: Rollout, n: int) -> QuerySet[RolloutCluster]:
     """The wave's clusters (the canary's cluster is in waves 0 and 1), in plan order."""
     rollout.refresh_from_db(fields=["waves"])
     return rollout.clusters.filter(cluster_id__in=rollout.waves[n]["clusters"]).select_related("cluster")
 
 
-def _canary_options(rollout, n):
+def _canary_options(rollout: Rollout, n: int) -> CanaryOptions | None:
     """The canary operation's options (canary.py) when wave n is the canary, else None."""
     node = rollout.waves[n].get("node") if n == 0 else None
     return None if node is None else {"rollout": rollout.pk, "wave": n, "node": node, "bake_s": rollout.bake_canary_s}
 
 
-def _apply_cluster(rollout, rc, n):
+def _apply_cluster(rollout: Rollout, rc: RolloutCluster, n: int) -> str | None:
     planner, confirmer = _people(rollout)
     cluster = rc.cluster
     if rc.change_set_id is None:
@@ -559,6 +638,7 @@ def _apply_cluster(rollout, rc, n):
         except (config.Refused, Refused) as exc:
             return _cluster_failed(rc, str(exc))
     canary = _canary_options(rollout, n)
+    assert rc.change_set is not None, "made above, or by an earlier run (change sets are never deleted)"
     error = _run_change_set(
         rollout.pk,
         rc.change_set,
@@ -575,7 +655,7 @@ def _apply_cluster(rollout, rc, n):
     return None
 
 
-def _wait_while_busy(rollout, cluster):
+def _wait_while_busy(rollout: Rollout, cluster: Cluster) -> str | None:
     """None once no other operation holds the cluster; else who holds it: at once when busy clusters are skipped,
     after busy_wait_s when they are waited for (the rollout's heartbeat kept meanwhile)."""
     ends = time.monotonic() + (rollout.busy_wait_s if rollout.when_busy == WhenBusy.WAIT else 0)
@@ -587,11 +667,17 @@ def _wait_while_busy(rollout, cluster):
         time.sleep(min(1.0, max(0.0, ends - time.monotonic())))
 
 
-def _operation_state(cs):
+def _operation_state(cs: ChangeSet) -> str | None:
     return ChangeSet.objects.filter(pk=cs.pk).values_list("operation__state", flat=True).first()
 
 
-def _run_change_set(rollout_id, cs, planner, confirmer, plan=None):
+def _run_change_set(
+    rollout_id: int,
+    cs: ChangeSet,
+    planner: Actor,
+    confirmer: Actor,
+    plan: Callable[[ChangeSet], tuple[Any, Any]] | None = None,  # (cs) -> (Plan, Collector): plan_and_save's planner
+) -> str | None:
     """Plan, confirm and execute a change set here (the rollout's worker), or wait for the operation a dead worker
     left (the executor's reaper ends it). None when it ended done, else why not."""
     cs.refresh_from_db()
@@ -617,19 +703,19 @@ def _run_change_set(rollout_id, cs, planner, confirmer, plan=None):
         time.sleep(0.5)
 
 
-def _cluster_state(rc, state, error=""):
+def _cluster_state(rc: RolloutCluster, state: str, error: str = "") -> None:
     rc.state, rc.error = state, error
     rc.save(update_fields=["state", "error"])
     Rollout.objects.filter(pk=rc.rollout_id).update(heartbeat_at=timezone.now())
 
 
-def _cluster_failed(rc, error):
+def _cluster_failed(rc: RolloutCluster, error: str) -> str:
     _cluster_state(rc, ClusterState.FAILED, error)
     return error
 
 
 # -- the health gate --------------------------------------------------------------------------------------------
-def _bake(rollout, n):
+def _bake(rollout: Rollout, n: int) -> Verdict | None:
     """Wait out the wave's bake time reading the gate every GATE_STEP_S; fail at the first bad reading. None when
     the rollout is aborted meanwhile."""
     wave = rollout.waves[n]
@@ -652,7 +738,7 @@ def _bake(rollout, n):
 
 
 # -- halt and roll back -----------------------------------------------------------------------------------------
-def _halt(rollout, n, why):
+def _halt(rollout: Rollout, n: int, why: str) -> str:
     """The failing wave rolled back; the waves before it stay (abort rolls them back too). An alert says why (the
     gate and its figures), delivered as any alert; it resolves when the rollout is aborted."""
     rollout.halt_reason = why
@@ -667,7 +753,7 @@ def _halt(rollout, n, why):
     return rollout.state
 
 
-def _roll_back_before(rollout, n):
+def _roll_back_before(rollout: Rollout, n: int) -> list[str]:
     """When the rollout says so (roll_back_before), every wave before wave n that changed something, newest first,
     each cluster back to its version before through a revert change set, as abort does. Returns the errors."""
     if not rollout.roll_back_before:
@@ -681,7 +767,7 @@ def _roll_back_before(rollout, n):
     return errors
 
 
-def _alert_halt(rollout, n, why):
+def _alert_halt(rollout: Rollout, n: int, why: str) -> None:
     gate_ = rollout.waves[n].get("gate") or {}
     events.raise_event(
         HALTED_RULE,
@@ -693,11 +779,11 @@ def _alert_halt(rollout, n, why):
     )
 
 
-def _subject(rollout):
+def _subject(rollout: Rollout) -> str:
     return f"ro{rollout.pk}"
 
 
-def _roll_back_all(rollout):
+def _roll_back_all(rollout: Rollout) -> str:
     """Abort: every wave that changed something, newest first."""
     errors = []
     for n in reversed(range(len(rollout.waves))):
@@ -710,7 +796,7 @@ def _roll_back_all(rollout):
     return rollout.state
 
 
-def _roll_back_wave(rollout, n):
+def _roll_back_wave(rollout: Rollout, n: int) -> list[str]:
     """Each changed cluster of the wave back to its version before the rollout, newest first, through a revert
     change set (it keeps what operations own: the writer, the servers' statuses). Returns the errors."""
     errors = []
@@ -719,7 +805,7 @@ def _roll_back_wave(rollout, n):
         if rc.state not in (ClusterState.APPLIED, ClusterState.APPLYING, ClusterState.ROLLING_BACK):
             continue
         if rc.state == ClusterState.APPLYING:  # a change set that ended rolled back changed nothing
-            cs = ChangeSet.objects.filter(pk=rc.change_set_id).first()
+            cs = rc.change_set
             if cs is None or cs.result_id is None:
                 _cluster_state(rc, ClusterState.FAILED, rc.error)
                 continue
@@ -729,14 +815,17 @@ def _roll_back_wave(rollout, n):
     return errors
 
 
-def _revert_cluster(rollout, rc, planner, confirmer):
+def _revert_cluster(rollout: Rollout, rc: RolloutCluster, planner: Actor, confirmer: Actor) -> str | None:
     if rc.revert_id is None:
         current = config.latest(rc.cluster)
-        made = ChangeSet.objects.get(pk=rc.change_set_id).result_id
+        assert current is not None, "the rollout's change set recorded one"
+        assert rc.change_set is not None, "an applied cluster's change set (change sets are never deleted)"
+        made = rc.change_set.result_id
         if current.pk != made:  # someone recorded a version since: never revert over their change
             error = f"version {current.number} was recorded since the rollout's change: not rolled back"
             _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
             return error
+        assert rc.version_before is not None, "its change set's base (a base version is never deleted)"
         try:
             with transaction.atomic():
                 revert = config.revert_to(
@@ -757,15 +846,16 @@ def _revert_cluster(rollout, rc, planner, confirmer):
         except config.Refused as exc:
             _cluster_state(rc, ClusterState.ROLLBACK_FAILED, str(exc))
             return str(exc)
-    error = _run_change_set(rollout.pk, rc.revert, planner, confirmer)
-    if error:
-        _cluster_state(rc, ClusterState.ROLLBACK_FAILED, error)
-        return error
+    assert rc.revert is not None, "made above, or by an earlier run"
+    failed = _run_change_set(rollout.pk, rc.revert, planner, confirmer)
+    if failed:
+        _cluster_state(rc, ClusterState.ROLLBACK_FAILED, failed)
+        return failed
     _cluster_state(rc, ClusterState.ROLLED_BACK)
     return None
 
 
-def _end(rollout, state, action, **details):
+def _end(rollout: Rollout, state: str, action: str, **details: Any) -> None:
     with transaction.atomic():
         Rollout.objects.filter(pk=rollout.pk).update(state=state, heartbeat_at=timezone.now())
         rollout.refresh_from_db()

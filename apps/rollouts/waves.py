@@ -2,9 +2,10 @@
 after the canary, and the canary's bake step inside its operation (canary.py). The wave's record, the operator's halt
 and abort, and the wave's health gate composed from the polls, the alerts and the checks of gates.py."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
-from django.db.models import Avg, Count, Max
+from django.db.models import Avg, Count, Max, QuerySet
 from django.utils import timezone
 
 from apps.alerts.models import Alert, AlertState
@@ -18,13 +19,25 @@ HALTED_RULE = "rollout_halted"  # the alert a halt raises (apps/alerts/catalogue
 GATE_STEP_S = 0.5  # how often a bake reads the polls and alerts again (a bad canary halts within about this)
 
 
-def aborting(rollout):
+class Verdict(TypedDict):
+    """A gate reading's verdict, kept as the wave's "gate" in Rollout.waves (JSON) and shown by the pages and API."""
+
+    ok: bool
+    why: str  # the failed checks' sentences, joined
+    nodes: dict[str, dict[str, Any]]  # node name -> {figure: value}
+    clusters: dict[str, dict[str, Any]]  # cluster name -> {figure: value}
+    failed: list[dict[str, Any]]  # {"gate": ..., what that check names}
+    alerts: list[str]  # the rules of the alerts that fired since the wave started
+    at: str  # when it was read (ISO 8601)
+
+
+def aborting(rollout: Rollout) -> bool:
     """Whether an abort of the rollout was asked for."""
     rollout.refresh_from_db(fields=["abort_requested"])
     return rollout.abort_requested
 
 
-def halt_requested(rollout):
+def halt_requested(rollout: Rollout) -> str:
     """The operator's halt (halt()) of a running rollout, or ""."""
     return (
         Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).values_list("halt_reason", flat=True).first()
@@ -32,14 +45,21 @@ def halt_requested(rollout):
     )
 
 
-def wave(rollout, n, **fields):
+def wave(rollout: Rollout, n: int, **fields: Any) -> None:
     """Wave n's record updated with these fields (and the rollout's heartbeat)."""
     rollout.refresh_from_db(fields=["waves"])
     rollout.waves[n].update(fields)
     Rollout.objects.filter(pk=rollout.pk).update(waves=rollout.waves, heartbeat_at=timezone.now())
 
 
-def gate(rollout, n, started, applied, nodes=None, kept=None):
+def gate(
+    rollout: Rollout,
+    n: int,
+    started: datetime,
+    applied: datetime,
+    nodes: list[int] | None = None,
+    kept: gates.Kept | None = None,
+) -> Verdict:
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
     backend connection errors per second since the change, against the same length of window before the wave;
     backends newly SHUNNED or OFFLINE, the mirror queue against its limit and the digests' latency (gates.py);
@@ -96,26 +116,26 @@ def gate(rollout, n, started, applied, nodes=None, kept=None):
     }
 
 
-def operator_halt(verdict, why):
+def operator_halt(verdict: Verdict, why: str) -> Verdict:
     """The gate's last reading, failed by the operator's halt."""
     return {**verdict, "ok": False, "why": why, "failed": [{"gate": "operator", "why": why}]}
 
 
-def _nodes(cluster_ids, only=None):
+def _nodes(cluster_ids: list[int], only: list[int] | None = None) -> QuerySet[ProxySQLNode, tuple[int, str, str]]:
     nodes = ProxySQLNode.objects.filter(cluster_id__in=cluster_ids)
     if only is not None:  # the canary: its one node
         nodes = nodes.filter(pk__in=only)
     return nodes.order_by("pk").values_list("pk", "name", "cluster__name")
 
 
-def _errors(samples):
+def _errors(samples: QuerySet[ProxySQLSample]) -> float | None:
     row = samples.aggregate(aborted=Avg("client_connections_aborted_ps"), conn_err=Avg("conn_err_ps"))
     if row["aborted"] is None and row["conn_err"] is None:
         return None
     return (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
 
 
-def _errors_since(samples, poll, applied):
+def _errors_since(samples: QuerySet[ProxySQLSample], poll: gates.LatestPoll | None, applied: datetime) -> float | None:
     """Errors per second since the change: the stored polls' average, with the node's latest poll (gates.LatestPoll)
     counted as one more when it came after the change and is not stored yet (its round still running)."""
     row = samples.aggregate(

@@ -135,6 +135,18 @@ def test_old_windows_snap_to_the_buckets_still_kept(settings):
     assert not w.snapped and (w.start, w.end) == (now - 3600, now)
 
 
+def test_a_window_older_than_every_level_kept_charts_from_the_oldest_day_kept(settings):
+    """Found by mypy (issue 35 item 6): a window beginning before the hourly rows' retention snapped its start to a
+    float (the retention settings are floats), and the digest's chart, whose buckets are a range() from it, failed
+    (TypeError: a 500 on the chart's JSON)."""
+    settings.MONITOR_RETENTION_HOUR_D = 30.0  # envfloat's
+    now = DAY0 + 10 * DAY + 1234
+    window = selectors.window_for(now - 60 * DAY, now, now=now)
+    assert window.snapped and window.start == (now - 30 * DAY) // DAY * DAY and isinstance(window.start, int)
+    series = selectors.chart_series(digest("SELECT 1"), window, Filters())
+    assert series["start"] == window.start * 1000 and len(series["points"]) == 31
+
+
 @pytest.mark.parametrize("hit_ids_max", [5000, 0])  # MariaDB: a search as a list of ids, or matched in the query
 def test_the_span_gives_the_same_pages_as_summing_every_row(history, settings, monkeypatch, hit_ids_max):
     """The unfiltered 24 h list reads the hourly span plus two edges: same rows, same order, same count,
