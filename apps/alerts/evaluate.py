@@ -526,18 +526,18 @@ def _open_alerts_sql(count):
     of `count` targets: parameters the pending state once per PENDING_FIELDS, then the targets."""
     key = (connection.vendor, count)
     if key not in _open_alerts_statements:
-        quote = connection.ops.quote_name
-
-        def column(name):
-            return quote(Alert._meta.get_field(name).column)
-
-        pending_only = [f"CASE WHEN {column('state')} = %s THEN {column(name)} END" for name in PENDING_FIELDS]
+        pending_only = [f"CASE WHEN {_column('state')} = %s THEN {_column(name)} END" for name in PENDING_FIELDS]
         _open_alerts_statements[key] = (
-            f"SELECT {', '.join([*(column(name) for name in ACTIVE_FIELDS), *pending_only])} "
-            f"FROM {quote(Alert._meta.db_table)} "
-            f"WHERE {column('active_key')} IS NOT NULL AND {column('target')} IN ({', '.join(['%s'] * count)})"
+            f"SELECT {', '.join([*(_column(name) for name in ACTIVE_FIELDS), *pending_only])} "
+            f"FROM {connection.ops.quote_name(Alert._meta.db_table)} "
+            f"WHERE {_column('active_key')} IS NOT NULL AND {_column('target')} IN ({', '.join(['%s'] * count)})"
         )
     return _open_alerts_statements[key]
+
+
+def _column(name):
+    """An Alert field's column, quoted for the database (the statements run on a cursor)."""
+    return connection.ops.quote_name(Alert._meta.get_field(name).column)
 
 
 def _earliest(pairs):
@@ -605,13 +605,16 @@ def judge_at(cluster_id, when, pending_due=False):
 
 
 def _pending_times(cluster_id):
-    """[(target, end of `for` epoch)] of the cluster's pending alerts not held: one indexed query."""
-    return [
-        (target, fires_at.timestamp())
-        for target, fires_at in Alert.objects.filter(
-            cluster_id=cluster_id, state=AlertState.PENDING, held=False
-        ).values_list("target", "fires_at")
-    ]
+    """[(target, end of `for` epoch)] of the cluster's pending alerts not held: one indexed query, on a cursor (as
+    _open_alerts: Django compiling the filter cost ten times the read)."""
+    to_datetime = connection.ops.convert_datetimefield_value
+    sql = (
+        f"SELECT {_column('target')}, {_column('fires_at')} FROM {connection.ops.quote_name(Alert._meta.db_table)} "
+        f"WHERE {_column('cluster_id')} = %s AND {_column('state')} = %s AND {_column('held')} = %s"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [cluster_id, AlertState.PENDING, False])
+        return [(target, to_datetime(fires_at, None, connection).timestamp()) for target, fires_at in cur.fetchall()]
 
 
 def _alone(c, targets):

@@ -90,3 +90,37 @@ def test_open_alerts_are_read_in_one_query_with_the_pending_ones_hold_and_time(d
         True,
         now + timedelta(seconds=60),
     )
+
+
+def test_the_pending_times_read_are_the_clusters_pending_alerts_not_held():
+    """What a judgement at a pending alert's end of `for` reads first (evaluate.judge_now): which targets have one due
+    and when the next is; a held one waits for its work's end, a firing one and another cluster's are not read."""
+    alpha, beta = (Cluster.objects.create(name=n, writer_hostgroup=10, reader_hostgroup=20) for n in ("a", "b"))
+    now = timezone.now().replace(microsecond=0)
+
+    def alert(cluster, target, state, held=False, key=None):
+        Alert.objects.create(
+            rule="conn_errors",
+            cluster=cluster,
+            target=target,
+            subject=key,
+            subject_label=key,
+            state=state,
+            held=held,
+            severity="warning",
+            summary="",
+            since=now,
+            fires_at=now + timedelta(seconds=len(key)),
+            last_seen_at=now,
+            active_key=key,
+        )
+
+    alert(alpha, "n1", "pending", key="p")
+    alert(alpha, "c1", "pending", key="pp")
+    alert(alpha, "n2", "pending", held=True, key="held")
+    alert(alpha, "n3", "firing", key="firing")
+    alert(beta, "n4", "pending", key="other")
+    assert sorted(evaluate._pending_times(alpha.pk)) == [
+        ("c1", (now + timedelta(seconds=2)).timestamp()),
+        ("n1", (now + timedelta(seconds=1)).timestamp()),
+    ]
