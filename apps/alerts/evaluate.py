@@ -523,7 +523,8 @@ _open_alerts_statements: dict[tuple[str, int], str] = {}
 
 def _open_alerts_sql(count):
     """SELECT the ACTIVE_FIELDS, and the PENDING_FIELDS of a pending alert (NULL on the others), of the open alerts
-    of `count` targets: parameters the pending state once per PENDING_FIELDS, then the targets."""
+    of `count` targets: parameters the pending state once per PENDING_FIELDS, then the targets. Index
+    alert_target_open (target, active_key): a target's resolved history is not read."""
     key = (connection.vendor, count)
     if key not in _open_alerts_statements:
         pending_only = [f"CASE WHEN {_column('state')} = %s THEN {_column(name)} END" for name in PENDING_FIELDS]
@@ -608,13 +609,17 @@ def _pending_times(cluster_id):
     """[(target, end of `for` epoch)] of the cluster's pending alerts not held: one indexed query, on a cursor (as
     _open_alerts: Django compiling the filter cost ten times the read)."""
     to_datetime = connection.ops.convert_datetimefield_value
-    sql = (
+    with connection.cursor() as cur:
+        cur.execute(_pending_times_sql(), [cluster_id, AlertState.PENDING, False])
+        return [(target, to_datetime(fires_at, None, connection).timestamp()) for target, fires_at in cur.fetchall()]
+
+
+def _pending_times_sql():
+    """Parameters: the cluster's pk, the pending state, False (not held). Index alert_cluster_state."""
+    return (
         f"SELECT {_column('target')}, {_column('fires_at')} FROM {connection.ops.quote_name(Alert._meta.db_table)} "
         f"WHERE {_column('cluster_id')} = %s AND {_column('state')} = %s AND {_column('held')} = %s"
     )
-    with connection.cursor() as cur:
-        cur.execute(sql, [cluster_id, AlertState.PENDING, False])
-        return [(target, to_datetime(fires_at, None, connection).timestamp()) for target, fires_at in cur.fetchall()]
 
 
 def _alone(c, targets):

@@ -5,6 +5,7 @@ read (no transition of a firing alert reads them), a resolved one not at all."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from apps.alerts import evaluate
@@ -124,3 +125,23 @@ def test_the_pending_times_read_are_the_clusters_pending_alerts_not_held():
         ("c1", (now + timedelta(seconds=2)).timestamp()),
         ("n1", (now + timedelta(seconds=1)).timestamp()),
     ]
+
+
+def plan(sql, params):
+    """The indexes the database means to use for this statement (SQLite: its query plan; MariaDB: possible_keys)."""
+    with connection.cursor() as cur:
+        if connection.vendor == "sqlite":
+            cur.execute("EXPLAIN QUERY PLAN " + sql, params)
+            return " ".join(str(row[-1]) for row in cur.fetchall())
+        cur.execute("EXPLAIN " + sql, params)
+        columns = [c[0] for c in cur.description]
+        return " ".join(str(dict(zip(columns, row))["possible_keys"]) for row in cur.fetchall())
+
+
+def test_the_rules_reads_find_open_and_pending_alerts_without_reading_resolved_history():
+    """Resolved alerts are kept (the history pages); a node whose figure flaps through firing leaves one a flap. The
+    reads at every round and judgement go through an index whose second column skips them: (target, active_key),
+    (cluster, state); on the indexes before (target alone, cluster alone) a read of one target or cluster read all of
+    its history (20,000 resolved rows: 3.2-3.7 ms a read on SQLite, against 0.006-0.017 ms with these)."""
+    assert "alert_target_open" in plan(evaluate._open_alerts_sql(2), ["pending"] * 3 + ["n1", "n2"])
+    assert "alert_cluster_state" in plan(evaluate._pending_times_sql(), [1, "pending", False])
