@@ -9,8 +9,9 @@ A round hands over the documents it just wrote with the ones they replaced ({pk:
   shards) every ALERTS_SWEEP_S when one of its documents went stale or an operation alert is to open or
   close, and every FULL_SWEEP_EVERY sweeps anyway. That reads the cluster's documents with one MGET per
   kind for all the clusters judged.
-- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends,
-  held ones when the work that held them is over; a sweep catches any whose task was lost.
+- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends (its
+  target only: the node, backend, cluster pass or channel, every rule of it), held ones when the work that held
+  them is over (the cluster whole); a sweep catches any whose task was lost.
 
 Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
 it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
