@@ -72,7 +72,8 @@ class QueuedTasks:
 
     def __init__(self):
         self.heap, self.order = [], itertools.count()
-        # alerts.judge_cluster: queued, the most waiting at once, run (those that judged the cluster whole)
+        # alerts.judge_cluster: queued, the most waiting at once, run (whole: those that judged, the due alerts' targets
+        # or the cluster whole; the others ended at their one query, nothing due)
         self.judgements = self.judgements_waiting = self.judgements_run = self.judgements_whole = 0
 
     def install(self):

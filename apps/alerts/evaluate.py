@@ -9,8 +9,9 @@ A round hands over the documents it just wrote with the ones they replaced ({pk:
   shards) every ALERTS_SWEEP_S when one of its documents went stale or an operation alert is to open or
   close, and every FULL_SWEEP_EVERY sweeps anyway. That reads the cluster's documents with one MGET per
   kind for all the clusters judged.
-- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends,
-  held ones when the work that held them is over; a sweep catches any whose task was lost.
+- an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends (its
+  target only: the node, backend, cluster pass or channel, every rule of it), held ones when the work that held
+  them is over (the cluster whole); a sweep catches any whose task was lost.
 
 Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
 it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
@@ -25,8 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Case, F, When
+from django.db import connection, transaction
 
 from apps.configuration import drift as layers_drift
 from apps.monitoring import live, status
@@ -223,9 +223,10 @@ def after_channel_poll(docs, now=None):
     return apply(passes, situation, now)
 
 
-def _channel_passes(clusters, now, full):
-    """The DR channels into these clusters whose document went stale (or every one when `full`)."""
-    pks = [pk for c in clusters for pk in c.channels]
+def _channel_passes(clusters, now, full, only=None):
+    """The DR channels into these clusters whose document went stale (or every one when `full`); of `only`'s targets
+    when given."""
+    pks = [pk for c in clusters for pk in c.channels if only is None or f"ch{pk}" in only]
     if not pks:
         return []
     try:
@@ -236,6 +237,8 @@ def _channel_passes(clusters, now, full):
     for c in clusters:
         for pk, ch in c.channels.items():
             doc = docs.get(pk)
+            if only is not None and f"ch{pk}" not in only:
+                continue
             if full or doc is None or conditions.is_stale(doc, c, now, backend=True):
                 out.append(
                     Pass(
@@ -248,18 +251,26 @@ def _channel_passes(clusters, now, full):
     return out
 
 
-def judge_clusters(clusters, situation, now, skip=(), full=False):
+def judge_clusters(clusters, situation, now, skip=(), full=False, only=None):
     """Clusters from their documents (one MGET per kind for all of them): the rules on each whole cluster,
     and the rules on each node and backend whose document went stale (their own rounds judge the others),
-    or on every one when `full`."""
+    or on every one when `full`. only: these targets alone ("n<pk>", "s<pk>", "c<pk>", "ch<pk>"; a pending
+    alert's end of `for`), reading only the documents they need (the cluster's pass reads all of its cluster)."""
     clusters = list(clusters)
+
+    def judged(target):
+        return only is None or target in only
+
+    def read_for(c, target):
+        return judged(target) or judged(f"c{c.pk}")
+
     try:
         read = live.read_many if full else lean.read_many  # the whole documents only when every rule reads them
-        node_docs = read(live.PROXYSQL, [pk for c in clusters for pk in c.nodes])
-        server_docs = read(live.BACKEND, [pk for c in clusters for pk in c.servers])
+        node_docs = read(live.PROXYSQL, [pk for c in clusters for pk in c.nodes if read_for(c, f"n{pk}")])
+        server_docs = read(live.BACKEND, [pk for c in clusters for pk in c.servers if read_for(c, f"s{pk}")])
     except live.LiveUnavailable:
         return []  # judged again once Redis answers; nothing is resolved on missing data
-    engine = layers_drift.stored(pk for c in clusters for pk in c.nodes)
+    engine = layers_drift.stored(pk for c in clusters for pk in c.nodes if judged(f"n{pk}"))
     out = []
     for c in clusters:
         rules = rulesettings.for_cluster(c)
@@ -267,6 +278,8 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
         mine_s = {pk: server_docs.get(pk) for pk in c.servers}
         for pk, n in c.nodes.items():
             doc = mine_n[pk]
+            if not judged(f"n{pk}"):
+                continue
             if f"n{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now)):
                 out.append(
                     Pass(
@@ -288,6 +301,8 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
                 )
         for pk, s in c.servers.items():
             doc = mine_s[pk]
+            if not judged(f"s{pk}"):
+                continue
             if f"s{pk}" not in skip and (full or doc is None or conditions.is_stale(doc, c, now, backend=True)):
                 out.append(
                     Pass(
@@ -297,15 +312,16 @@ def judge_clusters(clusters, situation, now, skip=(), full=False):
                         conditions.backend_observations(c, s, doc, now, rules),
                     )
                 )
-        out.append(
-            Pass(
-                c.pk,
-                {f"c{c.pk}"},
-                conditions.CLUSTER_RULES,
-                conditions.cluster_observations(c, mine_n, mine_s, now, rules, situation.op_alerts.get(c.pk, [])),
+        if judged(f"c{c.pk}"):
+            out.append(
+                Pass(
+                    c.pk,
+                    {f"c{c.pk}"},
+                    conditions.CLUSTER_RULES,
+                    conditions.cluster_observations(c, mine_n, mine_s, now, rules, situation.op_alerts.get(c.pk, [])),
+                )
             )
-        )
-    return out + _channel_passes(clusters, now, full)
+    return out + _channel_passes(clusters, now, full, only)
 
 
 def with_layers(doc, stored, own=None):
@@ -483,17 +499,47 @@ def apply(passes, situation, now):
 def _open_alerts(targets):
     """The open alerts of these targets: {(rule, subject): OpenAlert} and {target: [OpenAlert]}. One query per 500
     targets, as plain tuples. The many firing alerts are read without their hold and times (NULL in the query):
-    parsing a thousand datetimes and flags per round costs more than judging them; a pending one's come with it."""
-    pending_only = [Case(When(state=AlertState.PENDING, then=F(name))) for name in PENDING_FIELDS]
+    parsing a thousand datetimes and flags per round costs more than judging them; a pending one's come with it.
+    The statement is written once per number of targets (Django compiling it, a CASE per pending field, cost
+    three times the read of a judgement's ten rows), its datetimes converted as the ORM would."""
     active, by_target = {}, {}
-    for i in range(0, len(targets), 500):
-        for values in Alert.objects.filter(active_key__isnull=False, target__in=targets[i : i + 500]).values_list(
-            *ACTIVE_FIELDS, *pending_only
-        ):
-            row = OpenAlert(*values)
-            active[(row.rule, row.subject)] = row
-            by_target.setdefault(row.target, []).append(row)
+    to_datetime = connection.ops.convert_datetimefield_value
+    with connection.cursor() as cur:
+        for i in range(0, len(targets), 500):
+            batch = list(targets[i : i + 500])
+            cur.execute(_open_alerts_sql(len(batch)), [AlertState.PENDING] * len(PENDING_FIELDS) + batch)
+            for values in cur.fetchall():
+                row = OpenAlert(*values[: len(ACTIVE_FIELDS)])
+                held, was_held, fires_at = values[len(ACTIVE_FIELDS) :]
+                if held is not None:  # pending
+                    row.held, row.was_held = bool(held), bool(was_held)
+                    row.fires_at = to_datetime(fires_at, None, connection)
+                active[(row.rule, row.subject)] = row
+                by_target.setdefault(row.target, []).append(row)
     return active, by_target
+
+
+_open_alerts_statements: dict[tuple[str, int], str] = {}
+
+
+def _open_alerts_sql(count):
+    """SELECT the ACTIVE_FIELDS, and the PENDING_FIELDS of a pending alert (NULL on the others), of the open alerts
+    of `count` targets: parameters the pending state once per PENDING_FIELDS, then the targets. Index
+    alert_target_open (target, active_key): a target's resolved history is not read."""
+    key = (connection.vendor, count)
+    if key not in _open_alerts_statements:
+        pending_only = [f"CASE WHEN {_column('state')} = %s THEN {_column(name)} END" for name in PENDING_FIELDS]
+        _open_alerts_statements[key] = (
+            f"SELECT {', '.join([*(_column(name) for name in ACTIVE_FIELDS), *pending_only])} "
+            f"FROM {connection.ops.quote_name(Alert._meta.db_table)} "
+            f"WHERE {_column('active_key')} IS NOT NULL AND {_column('target')} IN ({', '.join(['%s'] * count)})"
+        )
+    return _open_alerts_statements[key]
+
+
+def _column(name):
+    """An Alert field's column, quoted for the database (the statements run on a cursor)."""
+    return connection.ops.quote_name(Alert._meta.get_field(name).column)
 
 
 def _earliest(pairs):
@@ -560,35 +606,55 @@ def judge_at(cluster_id, when, pending_due=False):
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
 
-def _judge_next_pending(cluster_id, now):
-    """The judgement at the earliest end of `for` still to come among the cluster's pending alerts (the rounds
-    scheduled none for it when this one was scheduled before). One already past is left to the rounds' sweeps (a
-    node that does not answer keeps its alerts pending: judging it again at once would loop)."""
-    fires_at = (
-        Alert.objects.filter(cluster_id=cluster_id, state=AlertState.PENDING, held=False, fires_at__gt=_dt(now))
-        .order_by("fires_at")
-        .values_list("fires_at", flat=True)
-        .first()
+def _pending_times(cluster_id):
+    """[(target, end of `for` epoch)] of the cluster's pending alerts not held: one indexed query, on a cursor (as
+    _open_alerts: Django compiling the filter cost ten times the read)."""
+    to_datetime = connection.ops.convert_datetimefield_value
+    with connection.cursor() as cur:
+        cur.execute(_pending_times_sql(), [cluster_id, AlertState.PENDING, False])
+        return [(target, to_datetime(fires_at, None, connection).timestamp()) for target, fires_at in cur.fetchall()]
+
+
+def _pending_times_sql():
+    """Parameters: the cluster's pk, the pending state, False (not held). Index alert_cluster_state."""
+    return (
+        f"SELECT {_column('target')}, {_column('fires_at')} FROM {connection.ops.quote_name(Alert._meta.db_table)} "
+        f"WHERE {_column('cluster_id')} = %s AND {_column('state')} = %s AND {_column('held')} = %s"
     )
-    if fires_at is not None:
-        judge_at(cluster_id, fires_at.timestamp(), pending_due=True)
+
+
+def _alone(c, targets):
+    """True when each of these targets is one a judgement can judge by itself: a node, backend, DR channel or the
+    cluster's own pass (not an alert judged elsewhere: a mirror rule's, a digest's)."""
+    own = {
+        f"c{c.pk}",
+        *(f"n{pk}" for pk in c.nodes),
+        *(f"s{pk}" for pk in c.servers),
+        *(f"ch{pk}" for pk in c.channels),
+    }
+    return set(targets) <= own
 
 
 def judge_now(cluster_id, now=None, pending_due=False):
     """Every rule of one cluster, now (the task judge_at() scheduled). pending_due: scheduled for a pending alert's end
-    of `for`; when none is pending and due any more (a blip dropped, or opened again later: a flapping figure opens
-    one at every poll) the cluster is not judged again: one query instead of every rule. Either way the next
-    judgement is scheduled for the earliest pending alert still to come."""
+    of `for`: only the targets (a node, a backend, the cluster's pass, a channel) whose pending alerts are due are
+    judged, every rule of each (a cluster of many open alerts is not judged whole for one of them); none due any more
+    (a blip dropped, or opened again later: a flapping figure opens one at every poll): nothing is judged. Either way
+    the next judgement is scheduled for the earliest pending alert still to come, from the same one read (one already
+    past is left to the rounds' sweeps: a node that does not answer keeps its alerts pending, judging it again at
+    once would loop; one this judgement drops or holds costs that next judgement one query)."""
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
+    due, later = None, []
     if pending_due:
         # Forgotten before reading what is pending: a round that opens one after this read schedules its own.
         _forget_judgement(cluster_id, now)
-        if not Alert.objects.filter(
-            cluster_id=cluster_id, state=AlertState.PENDING, held=False, fires_at__lte=_dt(now + 1.0)
-        ).exists():
-            _judge_next_pending(cluster_id, now)
+        pending = _pending_times(cluster_id)
+        due = {target for target, fires_at in pending if fires_at <= now + 1.0}
+        later = [fires_at for _, fires_at in pending if fires_at > now]
+        if not due:
+            _judge_next(cluster_id, later)
             return {}
     inv = context.inventory()
     c = inv.clusters.get(cluster_id)
@@ -598,10 +664,16 @@ def judge_now(cluster_id, now=None, pending_due=False):
     if situation.last_ended:
         inv = context.inventory(changed_after=situation.last_ended)
         c = inv.clusters.get(cluster_id) or c
-    counts = apply(judge_clusters([c], situation, now, full=True), situation, now)
+    only = due if due and _alone(c, due) else None
+    counts = apply(judge_clusters([c], situation, now, full=True, only=only), situation, now)
     if pending_due:
-        _judge_next_pending(cluster_id, now)
+        _judge_next(cluster_id, later)
     return counts
+
+
+def _judge_next(cluster_id, later):
+    if later:
+        judge_at(cluster_id, min(later), pending_due=True)
 
 
 def _open(c, o, setting, hold, now, counts, writes):

@@ -87,7 +87,10 @@ class Alert(models.Model):
     class Meta:
         ordering = ["-since", "-id"]
         indexes = [
-            models.Index(fields=["target"], name="alert_target"),
+            # The rules' reads (evaluate._open_alerts, _pending_times) find the open and the pending rows without
+            # reading a target's or a cluster's resolved history (kept, and growing with every flap that fired).
+            models.Index(fields=["target", "active_key"], name="alert_target_open"),
+            models.Index(fields=["cluster", "state"], name="alert_cluster_state"),
             models.Index(fields=["state", "fires_at"], name="alert_state_fires"),
             models.Index(fields=["cluster", "since"], name="alert_cluster_since"),
             models.Index(fields=["since"], name="alert_since"),

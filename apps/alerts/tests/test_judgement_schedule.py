@@ -8,7 +8,7 @@ import base64
 import json
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -122,3 +122,66 @@ def test_a_pending_alert_fires_at_its_end_of_for_through_the_chain(
     finally:
         worker.log.seek(0)
         print(worker.log.read()[-3000:])
+
+
+def open_elsewhere(cluster, servers, count):
+    """`count` firing alerts on the cluster's backends, as rounds would have opened them (not the judged targets)."""
+    now = datetime.now(tz=timezone.utc)
+    Alert.objects.bulk_create(
+        Alert(
+            rule="backend_shunned",
+            cluster_id=cluster,
+            target=f"s{servers[i % len(servers)]}",
+            subject=f"s{servers[i % len(servers)]}:{i}",
+            subject_label="a backend",
+            severity="warning",
+            state=AlertState.FIRING,
+            summary="SHUNNED",
+            since=now,
+            fires_at=now,
+            fired_at=now,
+            last_seen_at=now,
+            active_key=f"backend_shunned|{i}",
+        )
+        for i in range(count)
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("elsewhere", [0, 40])
+def test_a_due_judgement_reads_and_judges_only_the_targets_whose_alerts_are_due(
+    live_redis, celery_broker, monkeypatch, django_assert_num_queries, elsewhere
+):
+    """Issue 40: a judgement at a pending alert's end of `for` judged the whole cluster, reading every open alert of
+    it (a cluster of a hundred open alerts read them all for one due). Now it judges the due alerts' targets, every
+    rule of each: the open alerts it reads are theirs, however many the cluster has elsewhere, and those elsewhere
+    are left to their own rounds. A judgement that finds nothing due is one query."""
+    [cluster], nodes, servers = synthetic.fleet(1, 2, 6)
+    set_rule("conn_errors", for_s=5)
+    docs, backends = synthetic.publish(nodes, servers)
+    no_drift = {"ts": time.time(), "version": None, "error": "", "findings": [], "runtime": [], "tables": {}}
+    live.write_many(live.DRIFT, {pk: no_drift for pk in nodes})
+    start = time.time()
+    one_round(docs, backends, start, 5.0)  # conn_errors pending on both nodes, due at start + 5
+    pending = list(Alert.objects.filter(rule="conn_errors", state=AlertState.PENDING))
+    assert sorted(a.target for a in pending) == sorted(f"n{pk}" for pk in nodes)
+    open_elsewhere(cluster, servers, elsewhere)
+
+    with django_assert_num_queries(1):  # not due yet: what is pending and when, read once; the next one scheduled
+        assert evaluate.judge_now(cluster, now=start + 2, pending_due=True) == {}
+
+    reads = []
+    read = evaluate._open_alerts
+
+    def counted(targets):
+        active, by_target = read(targets)
+        reads.append((list(targets), len(active)))
+        return active, by_target
+
+    monkeypatch.setattr(evaluate, "_open_alerts", counted)
+    counts = evaluate.judge_now(cluster, now=start + 5.5, pending_due=True)
+
+    assert reads == [(sorted(f"n{pk}" for pk in nodes), 2)]  # the due alerts' targets only: read 2 of 2 + elsewhere
+    assert counts["fired"] == 2
+    assert set(Alert.objects.filter(rule="conn_errors").values_list("state", flat=True)) == {AlertState.FIRING}
+    assert Alert.objects.filter(rule="backend_shunned", state=AlertState.FIRING).count() == elsewhere
