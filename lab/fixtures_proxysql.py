@@ -52,6 +52,19 @@ def proxysql_double(request):
 
 
 @pytest.fixture
+def proxysql_double_in_process():
+    """A double in this process whatever TEST_DOUBLES says: for the tests of the double's own insides (its traffic
+    model's lock and private state, the process-wide backend prober), which a host process keeps to itself."""
+    from lab.proxysql_double import ProxySQLDouble
+
+    double = ProxySQLDouble(port=0, user="admin", password="admin").start()
+    try:
+        yield double
+    finally:
+        double.stop()
+
+
+@pytest.fixture
 def proxysql_double_factory():
     """Factory for N doubles served by ONE background server (one event loop thread).
 
