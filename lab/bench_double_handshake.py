@@ -1,15 +1,18 @@
 """How long the product's connect (TimedConnection: TCP probe, then the MySQL handshake on a thread) takes
 against an in-process ProxySQL admin double, as the tests use it, and what delays it.
 
-    .venv/bin/python -m lab.bench_double_handshake [--n 300] [--busy-threads 1] [--reader] [--json]
+    .venv/bin/python -m lab.bench_double_handshake [--n 300] [--busy-threads 1] [--reader] [--host-process] [--json]
 
 --busy-threads K: K threads of this process spin in pure Python meanwhile (a test process doing CPU work:
                   they compete with the double's loop thread and the connect thread for the GIL);
 --own-process:    the double connected to runs in a process of its own (python -m lab.proxysql_double), not in
                   this one: what is left is the client's side of the connect;
+--host-process:   both doubles are served by the tests' host process (lab.proxysql_double.host, what
+                  TEST_DOUBLES=process gives the fixtures), not by a thread of this one;
 --reader:         another thread reads the second double over the wire in a loop meanwhile (the executor's
                   pool on the other node: its statements run on the double's one loop thread).
-Prints the connect time's distribution (ms) and the double's loop lag (how late a 10 ms timer on its
+Prints the connect time's distribution (ms), the answer time of one read on the connection just made
+(`runtime_mysql_servers`, ms) and, for an in-process double, its loop lag (how late a 10 ms timer on its
 loop fires). Run several at once, and with the machine loaded, to see the suite's conditions.
 """
 
@@ -60,15 +63,21 @@ def main():
     ap.add_argument("--busy-threads", type=int, default=0)
     ap.add_argument("--reader", action="store_true")
     ap.add_argument("--own-process", action="store_true")
+    ap.add_argument("--host-process", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings_tests")
     django.setup()
     from apps.clients.proxysql import ProxySQLAdmin
     from lab.proxysql_double import DoubleServer, ProxySQLDouble
+    from lab.proxysql_double.host import ProcessDouble
 
-    server = DoubleServer().start_background()
-    a, b = (ProxySQLDouble(port=0, server=server).start() for _ in range(2))
+    if args.host_process:
+        server = None
+        a, b = (ProcessDouble(port=0).start() for _ in range(2))
+    else:
+        server = DoubleServer().start_background()
+        a, b = (ProxySQLDouble(port=0, server=server).start() for _ in range(2))
     port, elsewhere = a.port, None
     if args.own_process:
         with socket.socket() as s:
@@ -81,7 +90,7 @@ def main():
             pass
     stop = threading.Event()
     lags = []
-    probing = asyncio.run_coroutine_threadsafe(lag_probe(lags, stop), server.loop)
+    probing = None if server is None else asyncio.run_coroutine_threadsafe(lag_probe(lags, stop), server.loop)
     helpers = [threading.Thread(target=spin, args=(stop,), daemon=True) for _ in range(args.busy_threads)]
     if args.reader:
 
@@ -94,22 +103,28 @@ def main():
         helpers.append(threading.Thread(target=read, daemon=True))
     for t in helpers:
         t.start()
-    took = []
+    took, answered = [], []
     for _ in range(args.n):
         admin = ProxySQLAdmin("127.0.0.1", port, "admin", "admin", connect_timeout=10, read_timeout=10)
         t = time.monotonic()
         admin.wire.connect()
         took.append((time.monotonic() - t) * 1000)
+        t = time.monotonic()
+        admin.servers("runtime")
+        answered.append((time.monotonic() - t) * 1000)
         admin.close()
         time.sleep(0.01)
     stop.set()
-    probing.result(5)
+    if probing is not None:
+        probing.result(5)
     out = {
         "pid": os.getpid(),
         "busy_threads": args.busy_threads,
         "reader": args.reader,
         "own_process": args.own_process,
+        "host_process": args.host_process,
         "connect_ms": percentiles(took),
+        "answer_ms": percentiles(answered),
         "loop_lag_ms": percentiles(lags) if lags else None,
     }
     print(json.dumps(out) if args.json else out)
@@ -118,7 +133,8 @@ def main():
         elsewhere.wait()
     a.stop()
     b.stop()
-    server.stop()
+    if server is not None:
+        server.stop()
 
 
 if __name__ == "__main__":

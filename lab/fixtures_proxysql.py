@@ -4,9 +4,34 @@ Listed in the root conftest's `pytest_plugins`. Every double listens on a free 1
 user/password admin/admin, and speaks the real MySQL wire protocol: connect with MySQLdb using
 `double.connect_kwargs()`. Drive its traffic model with `double.traffic` (Python) or `LAB ...`
 statements over the wire; read what the product sent with `double.statements()`.
+
+TEST_DOUBLES=process: the fixtures' doubles are served by a process of their own (lab.proxysql_double.host, one
+per pytest process) behind the same API, so that a busy test process never delays their answers (sharded runs
+on a loaded machine). Unset (or "thread"): in this process, on a background thread (the default for now).
 """
 
+import os
+
 import pytest
+
+
+def doubles_in_a_process():
+    """Whether TEST_DOUBLES asks for the doubles in a process of their own."""
+    mode = os.environ.get("TEST_DOUBLES", "thread") or "thread"
+    if mode not in ("thread", "process"):
+        raise ValueError(f"TEST_DOUBLES must be thread or process, not {mode!r}")
+    return mode == "process"
+
+
+def new_double(**kwargs):
+    """A double (not started) built as TEST_DOUBLES says: kwargs as for ProxySQLDouble, but `server`."""
+    if doubles_in_a_process():
+        from lab.proxysql_double.host import ProcessDouble
+
+        return ProcessDouble(**kwargs)
+    from lab.proxysql_double import ProxySQLDouble
+
+    return ProxySQLDouble(**kwargs)
 
 
 @pytest.fixture
@@ -19,9 +44,20 @@ def proxysql_double(request):
     background server thread; stopped after the test. Yields a `ProxySQLDouble`: `.port`, `.host`,
     `.user`, `.password`, `.connect_kwargs()`, `.traffic`, `.statements()`, `.set_mode()`.
     """
+    double = new_double(port=0, user="admin", password="admin", version=getattr(request, "param", None)).start()
+    try:
+        yield double
+    finally:
+        double.stop()
+
+
+@pytest.fixture
+def proxysql_double_in_process():
+    """A double in this process whatever TEST_DOUBLES says: for the tests of the double's own insides (its traffic
+    model's lock and private state, the process-wide backend prober), which a host process keeps to itself."""
     from lab.proxysql_double import ProxySQLDouble
 
-    double = ProxySQLDouble(port=0, user="admin", password="admin", version=getattr(request, "param", None)).start()
+    double = ProxySQLDouble(port=0, user="admin", password="admin").start()
     try:
         yield double
     finally:
@@ -35,16 +71,18 @@ def proxysql_double_factory():
     `make(n=1, **kwargs)` returns a list of n started `ProxySQLDouble` (kwargs as for
     ProxySQLDouble: user, password, datadir, variables, seed, version="2.5"...). All are stopped after the test.
     Use it for fleets (several ProxySQL nodes, many endpoints) without a thread per endpoint.
+    With TEST_DOUBLES=process they are served by this process's host process instead.
     """
-    from lab.proxysql_double import DoubleServer, ProxySQLDouble
+    from lab.proxysql_double import DoubleServer
 
-    server = DoubleServer().start_background()
+    server = None if doubles_in_a_process() else DoubleServer().start_background()
+    shared = {} if server is None else {"server": server}
     made = []
 
     def make(n=1, **kwargs):
         out = []
         for _ in range(n):
-            d = ProxySQLDouble(port=kwargs.pop("port", 0), server=server, **kwargs).start()
+            d = new_double(port=kwargs.pop("port", 0), **shared, **kwargs).start()
             made.append(d)
             out.append(d)
         return out
@@ -57,7 +95,8 @@ def proxysql_double_factory():
                 d.stop()
             except Exception:
                 pass
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 SYNC_MODULES = (

@@ -40,40 +40,40 @@ def test_a_fractional_count_shows_the_digests_of_its_whole_queries(proxysql_doub
     assert len(rows) == 5 and sum(count for _, count, _ in rows) == 5, rows  # 5 whole queries: BEGIN ... DELETE
 
 
-def test_mirrored_copies_of_the_inserts_never_read_as_a_null_count(proxysql_double):
-    traffic = proxysql_double.traffic
+def test_mirrored_copies_of_the_inserts_never_read_as_a_null_count(proxysql_double_in_process):
+    traffic = proxysql_double_in_process.traffic
     route = (10, 101, 100, "write", 1 << INSERT, "app", "sbtest")  # rule 10 mirrors the writer's INSERTs to 101
     with traffic.lock:
         traffic._mirror_step = {route: 5.5}
         traffic._run_mirror_queue(0.1)  # 16 slots serve them all: 5.5 copies ran
-    rows = digest_rows(proxysql_double, 101)
+    rows = digest_rows(proxysql_double_in_process, 101)
     assert all(count is not None and count >= 1 and total is not None for _, count, total in rows), rows
     assert sum(count for _, count, _ in rows) <= 5, rows
 
     with traffic.lock:
         traffic._mirror_step = {route: 40.0}
         traffic._run_mirror_queue(0.1)  # 45.5 in all: the INSERTs' digests show
-    rows = digest_rows(proxysql_double, 101)
+    rows = digest_rows(proxysql_double_in_process, 101)
     assert rows and all(text.startswith("INSERT") and count is not None and count >= 1 for text, count, _ in rows), rows
     assert sum(count for _, count, _ in rows) <= 45, rows
 
 
-def test_the_first_mirrored_copy_that_ran_shows_its_digest_with_count_one(proxysql_double):
+def test_the_first_mirrored_copy_that_ran_shows_its_digest_with_count_one(proxysql_double_in_process):
     """ProxySQL counts a mirrored copy in the mirror hostgroup under the original's digest as soon as it ran. The
     double listed a mirror-only row's first int(copies) digests of the whole role (BEGIN, COMMIT, ...) and kept only
     the rule's: the INSERTs' first digest (the sixth) showed once 6 copies had run, and 1 to 5 copies showed nothing."""
-    traffic = proxysql_double.traffic
+    traffic = proxysql_double_in_process.traffic
     route = (10, 101, 100, "write", 1 << INSERT, "app", "sbtest")  # rule 10 mirrors the writer's INSERTs to 101
     with traffic.lock:
         traffic._mirror_step = {route: 1.0}
         traffic._run_mirror_queue(0.1)  # one copy ran
-    rows = digest_rows(proxysql_double, 101)
+    rows = digest_rows(proxysql_double_in_process, 101)
     assert [(text, count) for text, count, _ in rows] == [("INSERT INTO sbtest1 (id,k,c,pad) VALUES (?,?,?,?)", 1)]
     assert rows[0][2] is not None and rows[0][2] > 0, rows
 
     with traffic.lock:
         traffic._mirror_step = {route: 2.0}
         traffic._run_mirror_queue(0.1)  # 3 copies in all: every one counted, only the rule's digests
-    rows = digest_rows(proxysql_double, 101)
+    rows = digest_rows(proxysql_double_in_process, 101)
     assert all(text.startswith("INSERT") for text, _, _ in rows), rows
     assert sum(count for _, count, _ in rows) == 3, rows

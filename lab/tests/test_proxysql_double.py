@@ -21,6 +21,7 @@ import MySQLdb
 import psutil
 import pytest
 
+from lab.fixtures_proxysql import new_double
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
 from conftest import missing
 
@@ -235,7 +236,7 @@ def test_variables_invalid_and_read_only_values_are_not_applied(proxysql_double)
 
 
 def test_disk_layer_survives_restart(tmp_path):
-    with ProxySQLDouble(datadir=tmp_path / "node1") as d:
+    with new_double(datadir=tmp_path / "node1") as d:
         a = Admin(d)
         a.q("INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (100,'10.0.0.1',3306)")
         a.q("SET mysql-threads=4")
@@ -457,7 +458,7 @@ def saturated_insert_mirror(a, mirror_hostgroup):
 @contextlib.contextmanager
 def saturated_writer_mirror():
     """A double (2 threads) whose 4 writer sessions' INSERTs saturate rule 10's one mirror slot to hostgroup 101."""
-    with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
+    with new_double(variables={"mysql-threads": "2"}) as d:
         a = Admin(d)
         galera_servers(a)
         saturated_insert_mirror(a, 101)
@@ -520,7 +521,7 @@ def test_mirror_hits_count_every_match_and_digests_only_the_copies_that_ran(gale
     prepared executions included; the mirror hostgroup's stats_mysql_query_digest rows count only the
     copies that really ran there: not those the full queue dropped, not prepared statements (never
     mirrored). Mirror sessions count in Questions; Com_frontend_stmt_execute counts the prepared ones."""
-    with ProxySQLDouble(variables={"mysql-threads": "2"}) as d:
+    with new_double(variables={"mysql-threads": "2"}) as d:
         a = Admin(d)
         galera_servers(a)
         saturated_insert_mirror(a, 102)

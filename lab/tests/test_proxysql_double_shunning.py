@@ -158,24 +158,24 @@ def closed_port():
         return s.getsockname()[1]
 
 
-def test_an_endpoint_without_sessions_never_probes_its_backends(proxysql_double):
+def test_an_endpoint_without_sessions_never_probes_its_backends(proxysql_double_in_process):
     from lab.proxysql_double.backends import PROBER
 
     port = closed_port()
     sql(
-        proxysql_double,
+        proxysql_double_in_process,
         f"INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',{port})",
         "LOAD MYSQL SERVERS TO RUNTIME",
     )
     for _ in range(3):
-        assert pool_row(proxysql_double, 10, port) == ("ONLINE", 0)
+        assert pool_row(proxysql_double_in_process, 10, port) == ("ONLINE", 0)
         time.sleep(0.1)
-    proxysql_double.traffic.set_sessions(hostgroup=10, count=2, rate=0)  # connected, sending nothing
+    proxysql_double_in_process.traffic.set_sessions(hostgroup=10, count=2, rate=0)  # connected, sending nothing
     time.sleep(0.2)
-    assert pool_row(proxysql_double, 10, port) == ("ONLINE", 0)
+    assert pool_row(proxysql_double_in_process, 10, port) == ("ONLINE", 0)
     assert PROBER.peek("127.0.0.1", port) is None
-    proxysql_double.traffic.set_sessions(hostgroup=10, count=2, rate=100)
-    assert wait_for(lambda: pool_row(proxysql_double, 10, port)[0] == "SHUNNED", 3)
+    proxysql_double_in_process.traffic.set_sessions(hostgroup=10, count=2, rate=100)
+    assert wait_for(lambda: pool_row(proxysql_double_in_process, 10, port)[0] == "SHUNNED", 3)
     assert PROBER.peek("127.0.0.1", port).ok is False
 
 

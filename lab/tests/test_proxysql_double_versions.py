@@ -142,13 +142,13 @@ EXPECTED_DIFFERENCES = {
 
 @pytest.mark.parametrize("version,transcript", sorted(EXPECTED_DIFFERENCES))
 def test_the_2_7_1_transcripts_differ_on_another_version_only_where_its_source_does(version, transcript):
-    from lab.proxysql_double import ProxySQLDouble
+    from lab.fixtures_proxysql import new_double
     from lab.tests.test_proxysql_double import REFERENCE, replay_transcript
 
     path = REFERENCE / "transcripts" / transcript
     if not path.exists():
         missing(f"reference folder not found at {REFERENCE}")
-    with ProxySQLDouble(version=version) as double:
+    with new_double(version=version) as double:
         _, failures, _ = replay_transcript(double, path)
     assert {int(f.split()[1].rstrip(":")) for f in failures} == set(EXPECTED_DIFFERENCES[(version, transcript)]), (
         failures
@@ -263,7 +263,7 @@ def test_double_2_7_puts_users_at_runtime_as_a_real_2_7_1(proxysql_double):
 def _replay_like_the_real_one(version, captured):
     """Replayed on the double's `version`, each 2.7.1 transcript fails at the steps it failed at on the real binary
     (`captured`: its capture.py --transcript results), with the real binary's answer at each of those steps."""
-    from lab.proxysql_double import ProxySQLDouble
+    from lab.fixtures_proxysql import new_double
     from lab.tests.test_proxysql_double import REFERENCE
 
     capture = _capture_module()
@@ -271,7 +271,7 @@ def _replay_like_the_real_one(version, captured):
         path = REFERENCE / "transcripts" / transcript
         if not path.exists():
             missing(f"reference folder not found at {REFERENCE}")
-        with ProxySQLDouble(version=version) as double:
+        with new_double(version=version) as double:
             conn = MySQLdb.connect(**double.connect_kwargs())
             try:
                 mine = capture.replay_transcript(conn, path, REFERENCE / "replay.py")

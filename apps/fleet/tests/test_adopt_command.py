@@ -45,9 +45,9 @@ def test_preview_only_then_apply_then_skip(proxysql_double, monkeypatch):
 
 @pytest.mark.django_db
 def test_unreachable_node_is_a_command_error(monkeypatch):
-    from lab.proxysql_double import ProxySQLDouble
+    from lab.fixtures_proxysql import new_double
 
-    with ProxySQLDouble(port=0, user="admin", password="admin") as double:
+    with new_double(port=0, user="admin", password="admin") as double:
         double.set_mode("refuse")
         with pytest.raises(CommandError, match="Could not read the ProxySQL node"):
             run(double, "--yes", monkeypatch=monkeypatch)
