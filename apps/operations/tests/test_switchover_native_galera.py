@@ -262,3 +262,11 @@ def test_change_sets_load_monitors_placement_on_a_galera_managed_double_pair(
     proxysql_double_factory, galera_healthy, live_redis, operator_user
 ):
     check_change_sets_load_monitors_placement(proxysql_double_factory(2), operator_user)
+
+
+def test_change_sets_load_monitors_placement_on_a_galera_managed_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    check_change_sets_load_monitors_placement(
+        [real_proxysql_factory("2.7.1", name=f"galera-cs-load-{n}") for n in (1, 2)], operator_user
+    )
