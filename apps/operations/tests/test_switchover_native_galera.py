@@ -11,8 +11,10 @@ import time
 import pytest
 
 from apps.alerts.tests import test_native_galera_drift as native
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
-from apps.configuration.services import latest
+from apps.configuration.services import add_edit, latest, start_change_set
+from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import ProxySQLNode, Server
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
@@ -270,3 +272,42 @@ def test_change_sets_load_monitors_placement_on_a_galera_managed_real_pair(
     check_change_sets_load_monitors_placement(
         [real_proxysql_factory("2.7.1", name=f"galera-cs-load-{n}") for n in (1, 2)], operator_user
     )
+
+
+def test_a_change_set_rolled_back_loads_monitors_placement_back_on_a_galera_managed_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
+    """A weight and a query rule the second node refuses: rolled back on both nodes, the undo loading Monitor's
+    placement as it was (its SHUNNED marks left out, never the configured rows: no second writer sampled), then Monitor
+    marks the backup writers again; runtime, memory and disk as before."""
+    nodes = proxysql_double_factory(2)
+    cluster = natively_managed(nodes)
+
+    def runtime(node):
+        return [
+            tuple(r)
+            for r in native.admin(
+                node,
+                "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers ORDER BY hostgroup_id, port",
+            )
+        ]
+
+    before = [(runtime(node), layers(node)) for node in nodes]
+    native.admin(nodes[1], 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "refused"}')
+    cs = start_change_set(cluster, actor=Actor.command(operator_user), reason="a weight and a rule")
+    for edit in (
+        native.weight_edit(cluster, 100, 3313, 700),
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 70, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100, "apply": 1},
+        },
+    ):
+        add_edit(cs, edit, actor=Actor.command(operator_user))
+    ran = []
+    seen = writers_seen(nodes, lambda: ran.append(run_change_set(cs, operator_user)[0]))
+    assert ran[0].state == "rolled_back" and "refused" in ran[0].error, (ran[0].state, ran[0].error)
+    assert seen == {(n, (3311,)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        native.wait_placed(node, 3311)
+    assert [(runtime(node), layers(node)) for node in nodes] == before
