@@ -2,13 +2,14 @@
 (Cluster.native_manager "replication" or "galera"; fleet/native.py). Loading the configured rows as they are (every
 backend in the writer hostgroup, as the operator configured them) starts Monitor again from them: until its next check
 every backend there is an ONLINE writer and clients' writes reach them. On real 2.7.1 (issue 33): with the replication
-manager, writes to the read_only backends failed with 1290; with the Galera manager, all three Galera nodes took writes
-for up to a healthcheck (5 s), a certification failure, 1213 on COMMIT, then Monitor's SHUNNED marks cut the sessions
-left on the extra writers, 2013 (lab/reference/native-galera/change-set-under-sysbench.md). So, as the native
-switchovers' drain does (operations/native_switchover.py, native_galera_switchover.py): memory takes Monitor's
-placement as the node runs it with the change set's edits (the Galera manager's SHUNNED marks of the backup writers in
-its writer hostgroup left out, as the Galera switchover leaves them: Monitor marks them again at its next check), LOAD, then memory back to the configured rows with the edits (no LOAD). The runtime
-never shows the configured rows' placement; the SAVE step writes the configured rows to disk.
+manager, writes to the read_only backends failed with 1290; with the Galera manager, all three Galera nodes took
+writes for up to a healthcheck (5 s): certification failures, 1213 (lab/reference/native-galera/
+change-set-under-sysbench.md). So, as the native switchovers' drain does (operations/native_switchover.py,
+native_galera_switchover.py): memory takes Monitor's placement as the node runs it with the change set's edits (the
+Galera manager's SHUNNED marks of the backup writers in its writer hostgroup left out, as the Galera switchover leaves
+them: read as ONLINE they would be loaded as writers; Monitor marks them again at its next check), LOAD, then memory
+back to the configured rows with the edits (no LOAD). The runtime never shows the configured rows' placement; the SAVE
+step writes the configured rows to disk.
 
 Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
 
