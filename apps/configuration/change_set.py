@@ -22,7 +22,7 @@ from . import content as C
 from . import nodes as N
 from .findings import effect_findings
 from .models import ChangeSet
-from .native_load import placement_load
+from .native_load import placement_load, without_marks
 from .secrets import Collector
 from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
 from .statements import node_plan
@@ -99,16 +99,16 @@ def plan_change_set(cs, kind=CONFIG):
     placed = {}  # where each node's statements hold a secret (Plan.secrets)
     write_back = cs.source == "write_back"
     managed = native_placement(cluster, intended, write_back)
+    monitor_marks = galera_writer_hostgroups(cluster)
 
-    def build(admin, layers, node):  # a write-back writes every difference, a change set only its diff's rows
+    def build(admin, layers, node, shunned):  # a write-back writes every difference, a change set only its diff's rows
         sql = Sql(admin, placed)
         servers_load = None
         if managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
+            runtime = without_marks(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
 
             def servers_load(written):
-                return placement_load(
-                    sql, managed, layers["memory"]["mysql_servers"], layers["runtime"]["mysql_servers"], written
-                )
+                return placement_load(sql, managed, layers["memory"]["mysql_servers"], runtime, written)
 
         return node_plan(
             sql,
@@ -275,11 +275,23 @@ def plan_change_set(cs, kind=CONFIG):
 
 def native_placement(cluster, intended, write_back):
     """The hostgroups whose placement a change set's LOAD keeps as Monitor made it (native_load.py): ProxySQL's
-    replication manager's, unless the change set edits the manager's own rows (then its rows are loaded as they are,
-    Monitor placing them from there) or is a write-back (every row as the version has it)."""
-    if write_back or cluster.native_manager != "replication" or intended.tables() & set(MANAGER_TABLES.values()):
+    replication or Galera manager's, unless the change set edits the manager's own rows (then its rows are loaded as
+    they are, Monitor placing them from there) or is a write-back (every row as the version has it)."""
+    if (
+        write_back
+        or cluster.native_manager not in ("replication", "galera")
+        or intended.tables() & set(MANAGER_TABLES.values())
+    ):
         return set()
     return cluster.managed_hostgroups()
+
+
+def galera_writer_hostgroups(cluster):
+    """The writer hostgroups of the cluster's active Galera manager rows: its SHUNNED rows there are Monitor's marks of
+    the backup writers, left out of the placement a change set loads (loaded ONLINE they would write)."""
+    if cluster.native_manager != "galera":
+        return set()
+    return {int(n["writer_hostgroup"]) for n in cluster.active_native_hostgroups() if "backup_writer_hostgroup" in n}
 
 
 CHANGED_NOUNS = {

@@ -1,10 +1,15 @@
-"""A change set's LOAD of mysql_servers on a cluster whose servers ProxySQL's replication manager places (Cluster.
-native_manager "replication"; fleet/native.py). Loading the configured rows as they are (every backend in the writer
-hostgroup, as the operator configured them) starts Monitor again from them: until its next read_only check the read
-only backends are ONLINE writers and clients' writes reach them (error 1290 on real 2.7.1, issue 33). So, as the
-native switchover's drain does (operations/native_switchover.py): memory takes Monitor's placement as the node runs it
-with the change set's edits, LOAD, then memory back to the configured rows with the edits (no LOAD). The runtime never
-shows the configured rows' placement; the SAVE step writes the configured rows to disk.
+"""A change set's LOAD of mysql_servers on a cluster whose servers ProxySQL's replication or Galera manager places
+(Cluster.native_manager "replication" or "galera"; fleet/native.py). Loading the configured rows as they are (every
+backend in the writer hostgroup, as the operator configured them) starts Monitor again from them: until its next check
+every backend there is an ONLINE writer and clients' writes reach them. On real 2.7.1 (issue 33): with the replication
+manager, writes to the read_only backends failed with 1290; with the Galera manager, all three Galera nodes took
+writes for up to a healthcheck (5 s): certification failures, 1213 (lab/reference/native-galera/
+change-set-under-sysbench.md). So, as the native switchovers' drain does (operations/native_switchover.py,
+native_galera_switchover.py): memory takes Monitor's placement as the node runs it with the change set's edits (the
+Galera manager's SHUNNED marks of the backup writers in its writer hostgroup left out, as the Galera switchover leaves
+them: read as ONLINE they would be loaded as writers; Monitor marks them again at its next check), LOAD, then memory
+back to the configured rows with the edits (no LOAD). The runtime never shows the configured rows' placement; the SAVE
+step writes the configured rows to disk.
 
 Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
 
@@ -14,6 +19,13 @@ from .tables import MYSQL_SERVERS
 def key(row):
     """A mysql_servers row's key with its numbers as numbers."""
     return int(row["hostgroup_id"]), row["hostname"], int(row["port"])
+
+
+def without_marks(runtime_rows, shunned, writer_hostgroups):
+    """The runtime rows without the SHUNNED rows in these writer hostgroups (shunned: the runtime rows ProxySQL set
+    SHUNNED, nodes.read_layers; runtime_rows read them as ONLINE): the Galera manager's marks of its backup writers."""
+    marks = {key(r) for r in shunned if int(r["hostgroup_id"]) in writer_hostgroups}
+    return [r for r in runtime_rows if key(r) not in marks]
 
 
 def _backend(key):

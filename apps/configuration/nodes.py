@@ -69,14 +69,14 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
 
 
 def read_node(node, layers=("memory", "runtime"), build=None):
-    """One node's layers; `build(admin, layers, node)`, if given, runs with the connection still open (plans
-    render their statements with the node's own escaping)."""
+    """One node's layers; `build(admin, layers, node, shunned)`, if given, runs with the connection still open (plans
+    render their statements with the node's own escaping; shunned: the runtime rows ProxySQL set SHUNNED)."""
     try:
         with node_admin(node) as admin:  # at an operation's start, the executor's open connection
             shunned = []
             data = read_layers(admin, layers, shunned=shunned)
             return NodeConfig(
-                node.pk, node.name, data, plan=build(admin, data, node) if build else None, shunned=shunned
+                node.pk, node.name, data, plan=build(admin, data, node, shunned) if build else None, shunned=shunned
             )
     except ClientError as exc:
         return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)

@@ -5,6 +5,7 @@ rule with its other columns NULL and a weight); afterwards no consumer of the dr
 restart_drift alerts, overview, unloaded edits, repair) reads Monitor's placement as anything. Figures printed for
 docs/benchmarks.md. The same on a natively managed Galera pair."""
 
+import re
 import threading
 import time
 from contextlib import closing
@@ -14,6 +15,7 @@ import pytest
 from apps.alerts.tests import test_native_galera_drift as galera
 from apps.alerts.tests import test_native_replication_drift as replication
 from apps.fleet.models import Server
+from apps.operations.models import OperationStep
 from apps.operations.switchover import plan_switchover
 from lab.management.commands.bench_real_pair import Sysbench
 
@@ -47,11 +49,18 @@ def certification(lab):
 
 
 class WriterWatch:
-    """The ONLINE servers of writer hostgroup 100 on each ProxySQL node, read every 0.2 s while the block runs: every
-    distinct placement seen, in order (Monitor may move the writer under load)."""
+    """The ONLINE servers of writer hostgroup 100 on each ProxySQL node, read every `every` s while the block runs:
+    every distinct placement seen, in order (Monitor may move the writer under load)."""
 
-    def __init__(self, nodes):
-        self.nodes, self.seen, self.stop = nodes, [], threading.Event()
+    QUERY = "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100 AND status='ONLINE'"
+
+    def __init__(self, nodes, every=0.2):
+        self.nodes, self.seen, self.stop, self.every = nodes, [], threading.Event(), every
+        self.timeline = []  # (seconds since the watch began, node, placement): each of `seen` with its time
+        self.started = time.time()
+
+    def placement(self, rows):
+        return tuple(sorted(int(p) for (p,) in rows))
 
     def __enter__(self):
         self.thread = threading.Thread(target=self.watch, daemon=True)
@@ -63,17 +72,15 @@ class WriterWatch:
         self.thread.join(5)
 
     def watch(self):
-        while not self.stop.wait(0.2):
+        while not self.stop.wait(self.every):
             for node in self.nodes:
                 try:
-                    rows = galera.admin(
-                        node, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100 AND status='ONLINE'"
-                    )
-                    placed = (node.name, tuple(sorted(int(p) for (p,) in rows)))
+                    placed = (node.name, self.placement(galera.admin(node, self.QUERY)))
                 except Exception as exc:  # noqa: BLE001 - a read that failed is part of what was seen
                     placed = (node.name, f"unread: {exc}")
                 if placed not in self.seen[-2:]:
                     self.seen.append(placed)
+                    self.timeline.append((round(time.time() - self.started, 2), *placed))
 
 
 def query_rule(writer_hostgroup):
@@ -91,9 +98,9 @@ def query_rule(writer_hostgroup):
     }
 
 
-def under_sysbench(nodes, action, label):
+def under_sysbench(nodes, action, label, results_seen=None):
     """sysbench through both nodes for SYSBENCH_S; after 5 s, action(); returns what action returned once sysbench
-    ended, having counted the client errors (target 0)."""
+    ended, having counted the client errors (target 0). results_seen (a list) gets sysbench's results."""
     StrictSysbench.prepare(nodes[0].client_port)
     bench = StrictSysbench([n.client_port for n in nodes], SYSBENCH_S, threads=2)
     started = time.monotonic()
@@ -101,6 +108,8 @@ def under_sysbench(nodes, action, label):
     done = action()
     under_load = time.monotonic() - started < SYSBENCH_S
     results = bench.results()
+    if results_seen is not None:
+        results_seen += results
     errors = [(r["ignored_errors"], r["reconnects"], r["exit"], r["fatal"]) for r in results]
     print(
         f"\n{label}: {sum(r['transactions'] or 0 for r in results):.0f} sysbench transactions, max "
@@ -233,3 +242,92 @@ def test_a_natively_managed_galera_pair_switches_under_sysbench(
         lambda: switchover(cluster, 3312, operator_user, ("drain", "wait_drain", "catch_up", "move")),
         "native Galera switchover",
     )
+
+
+class HostgroupWatch(WriterWatch):
+    """Every row of writer hostgroup 100 with its status ("3311:ONLINE"), read every 50 ms."""
+
+    QUERY = "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100 ORDER BY port"
+
+    def __init__(self, nodes):
+        super().__init__(nodes, every=0.05)
+
+    def placement(self, rows):
+        return tuple(f"{port}:{status}" for port, status in rows)
+
+
+def died_at(text):
+    """The sysbench report second (from its start) before its first FATAL line, or None."""
+    before = text.split("FATAL", 1)[0] if "FATAL" in text else None
+    reports = re.findall(r"^\[ (\d+)s \]", before or "", re.M)
+    return (int(reports[-1]) if reports else 0) if before is not None else None
+
+
+def watched_under_sysbench(lab, nodes, action, label):
+    """under_sysbench with Monitor's placements (HostgroupWatch), the operations' steps and when sysbench died (if it
+    did), on one clock, and Galera's certification counters printed, also when a client error fails it: what
+    runtime_mysql_servers looked like around each LOAD."""
+    before, results = certification(lab), []
+    with HostgroupWatch(nodes) as watch:
+        began = []
+
+        def timed():
+            began.append(time.time() - watch.started)
+            return action()
+
+        try:
+            return under_sysbench(nodes, timed, label, results)
+        finally:
+            steps = [
+                (s.key, round(s.started_at.timestamp() - watch.started, 2), round(s.duration_ms or 0))
+                for s in OperationStep.objects.filter(started_at__isnull=False).order_by("started_at")
+            ]
+            bench_start = began[0] - 5 if began else None
+            deaths = [(r["fatal"][:1], died_at(r["text"])) for r in results if r["fatal"]]
+            print(
+                f"\n{label}: steps (key, s, ms) {steps}; sysbench began at about {bench_start and round(bench_start, 1)} s, "
+                f"died (first error, after its report of second) {deaths}; hostgroup 100 (s, node, rows) "
+                f"{watch.timeline}; galera counters {(before, certification(lab))}"
+            )
+
+
+def galera_rule_and_weight(cluster, user):
+    """The change set on the Galera-managed hostgroups: a rule to writer hostgroup 100 and backup writer 3313's
+    weight (800 to 700: the writer stays 3311 or 3312). Its steps' times printed (the LOAD is in each node's step)."""
+    op = rule_and_weight(cluster, user, 100, (100, 3313, 700))
+    print(f"\nchange set steps: { ({r.key: r.duration_ms for r in op.steps.order_by('index')}) }")
+    return op
+
+
+def test_a_natively_managed_galera_pair_takes_a_change_set_under_sysbench(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    nodes = [real_proxysql_factory("2.7.1", name=f"galera-cs-{n}") for n in (1, 2)]
+    cluster = galera_switch.natively_managed(nodes, galera_switch.APP_USER)
+    watched_under_sysbench(
+        galera_healthy, nodes, lambda: galera_rule_and_weight(cluster, operator_user), "native Galera change set"
+    )
+    for node in nodes:
+        galera.wait_placed(node, 3311)
+    check_layers_have_the_change(nodes, 3313, 700)
+    galera.no_drift_anywhere(cluster)
+
+
+def test_a_change_set_right_after_a_switchover_on_a_natively_managed_galera_pair_under_sysbench(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    nodes = [real_proxysql_factory("2.7.1", name=f"galera-sw-cs-{n}") for n in (1, 2)]
+    cluster = galera_switch.natively_managed(nodes, galera_switch.APP_USER)
+    watched_under_sysbench(
+        galera_healthy,
+        nodes,
+        lambda: (
+            switchover(cluster, 3312, operator_user, ("drain", "wait_drain", "catch_up", "move")),
+            galera_rule_and_weight(cluster, operator_user),
+        ),
+        "native Galera switchover then change set",
+    )
+    for node in nodes:
+        galera.wait_placed(node, 3312)
+    check_layers_have_the_change(nodes, 3313, 700)
+    galera.no_drift_anywhere(cluster)

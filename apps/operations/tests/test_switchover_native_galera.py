@@ -5,11 +5,16 @@ status it finds (lab/reference/native-galera/switch.jsonl): the plan swaps the t
 in the placement it loads, moves as Monitor would and waits for Monitor to agree; memory and disk end as configured with
 the weights swapped, recorded as the next configuration version. Before, such a switchover was refused."""
 
+import threading
+import time
+
 import pytest
 
 from apps.alerts.tests import test_native_galera_drift as native
+from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
-from apps.configuration.services import latest
+from apps.configuration.services import add_edit, latest, start_change_set
+from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import ProxySQLNode, Server
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
@@ -196,3 +201,113 @@ def check_rollback(nodes, operator_user):
     assert [layers(node) for node in nodes] == before
     assert version_weights(cluster) == [(3311, 1000), (3312, 900), (3313, 800)]
     assert not AuditEvent.objects.filter(action="writer placed by ProxySQL's Galera manager").exists()
+
+
+def online_writers(node):
+    return tuple(
+        int(port)
+        for (port,) in native.admin(
+            node, "SELECT port FROM runtime_mysql_servers WHERE hostgroup_id=100 AND status='ONLINE' ORDER BY port"
+        )
+    )
+
+
+def writers_seen(nodes, action):
+    """action() run while every node's ONLINE writers in hostgroup 100 are sampled every 10 ms (and 0.5 s after):
+    {(node index, ports)} seen."""
+    stop, seen = threading.Event(), set()
+
+    def sample():
+        while not stop.is_set():
+            for n, node in enumerate(nodes):
+                seen.add((n, online_writers(node)))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        action()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        sampler.join()
+    return seen
+
+
+def check_change_sets_load_monitors_placement(nodes, user):
+    """Issue 33: a change set (a backup writer's weight) on a Galera-managed cluster, then another right after a
+    switchover. Its LOAD used to load the configured rows (all three in writer hostgroup 100): until Monitor's next
+    healthcheck every backend was an ONLINE writer on every node (real 2.7.1 under sysbench: three writers, a
+    certification failure, 1213 on COMMIT; lab/reference/native-galera/change-set-under-sysbench.md). It loads
+    Monitor's placement with the weight (its SHUNNED marks left out) instead: runtime, sampled all along, never holds
+    another writer than Monitor's; memory and disk end as configured with the weight."""
+    cluster = natively_managed(nodes)
+    seen = writers_seen(nodes, lambda: native.apply_weight(cluster, user, 100, 3313, 700))
+    assert seen == {(n, (3311,)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        native.wait_placed(node, 3311)
+    assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900), (3313, 700)])] * 2
+    native.no_drift_anywhere(cluster)
+
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3312)), user)
+    assert op.state == "done", op.error
+    seen = writers_seen(nodes, lambda: native.apply_weight(cluster, user, 100, 3313, 600))
+    assert seen == {(n, (3312,)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        native.wait_placed(node, 3312)
+        assert native.admin(node, "SELECT DISTINCT weight FROM runtime_mysql_servers WHERE port=3313") == (("600",),)
+    assert [layers(node) for node in nodes] == [configured([(3311, 900), (3312, 1000), (3313, 600)])] * 2
+    native.no_drift_anywhere(cluster)
+
+
+def test_change_sets_load_monitors_placement_on_a_galera_managed_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
+    check_change_sets_load_monitors_placement(proxysql_double_factory(2), operator_user)
+
+
+def test_change_sets_load_monitors_placement_on_a_galera_managed_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    check_change_sets_load_monitors_placement(
+        [real_proxysql_factory("2.7.1", name=f"galera-cs-load-{n}") for n in (1, 2)], operator_user
+    )
+
+
+def test_a_change_set_rolled_back_loads_monitors_placement_back_on_a_galera_managed_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
+    """A weight and a query rule the second node refuses: rolled back on both nodes, the undo loading Monitor's
+    placement as it was (its SHUNNED marks left out, never the configured rows: no second writer sampled), then Monitor
+    marks the backup writers again; runtime, memory and disk as before."""
+    nodes = proxysql_double_factory(2)
+    cluster = natively_managed(nodes)
+
+    def runtime(node):
+        return [
+            tuple(r)
+            for r in native.admin(
+                node,
+                "SELECT hostgroup_id, port, status, weight FROM runtime_mysql_servers ORDER BY hostgroup_id, port",
+            )
+        ]
+
+    before = [(runtime(node), layers(node)) for node in nodes]
+    native.admin(nodes[1], 'LAB FAIL_STATEMENTS {"text": "REPLACE INTO mysql_query_rules", "message": "refused"}')
+    cs = start_change_set(cluster, actor=Actor.command(operator_user), reason="a weight and a rule")
+    for edit in (
+        native.weight_edit(cluster, 100, 3313, 700),
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 70, "active": 1, "match_digest": "^DELETE", "destination_hostgroup": 100, "apply": 1},
+        },
+    ):
+        add_edit(cs, edit, actor=Actor.command(operator_user))
+    ran = []
+    seen = writers_seen(nodes, lambda: ran.append(run_change_set(cs, operator_user)[0]))
+    assert ran[0].state == "rolled_back" and "refused" in ran[0].error, (ran[0].state, ran[0].error)
+    assert seen == {(n, (3311,)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        native.wait_placed(node, 3311)
+    assert [(runtime(node), layers(node)) for node in nodes] == before
