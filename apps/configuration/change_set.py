@@ -9,6 +9,9 @@ Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every n
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
 """
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import msgspec
 from django.db import transaction
 
@@ -21,7 +24,7 @@ from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step
 from . import content as C
 from . import nodes as N
 from .findings import effect_findings
-from .models import ChangeSet
+from .models import ChangeSet, ConfigVersion
 from .native_load import placement_load, without_marks
 from .secrets import Collector
 from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
@@ -89,59 +92,127 @@ PER_CLUSTER_TABLES = {"mysql_servers", "mysql_galera_hostgroups", "mysql_replica
 
 def plan_change_set(cs, kind=CONFIG):
     """The change set's plan, as an operation of `kind` (a kind that applies a change set its own way, e.g. a
-    rollout's canary, plans it here first: its spec then says how the plan meets ProxySQL Cluster sync)."""
+    rollout's canary, plans it here first: its spec then says how the plan meets ProxySQL Cluster sync). In three
+    parts, as switchover.py: read (read_change_set: the nodes, their documents, the traffic, the database), judge
+    (change_set_guards: the guards and the effect check's findings) and build (change_set_steps, change_set_facts,
+    change_set_title), the last two from the read alone."""
+    read = read_change_set(cs)
+    guards, findings = change_set_guards(cs, read)
+    steps = change_set_steps(cs, read)
+    facts = change_set_facts(cs, read, findings)
+    title = change_set_title(cs, read)
+    plan = Plan(
+        kind, cs.cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk}, secrets=read.placed
+    )
+    return planning().annotate(plan, cs.cluster), read.collector
+
+
+@dataclass
+class ChangeSetRead:
+    """Everything a change set's plan reads, before it judges: the change itself (base, target, the intended diff,
+    the hostgroups it claims), the nodes ({pk: NodeConfig}, their statements rendered while each node's connection
+    was open: its driver escapes every value), their polled figures, the traffic, and the database's answers (who
+    holds the cluster, the current version, backends of other clusters, shared nodes, the pending rollback guard)."""
+
+    base: dict
+    target: dict
+    intended: C.Diff
+    hostgroups: set
+    write_back: bool
+    managed: set  # the hostgroups whose placement the LOAD keeps as Monitor made it (native_load.py)
+    collector: Collector
+    placed: dict  # where each node's statements hold a secret (Plan.secrets)
+    nodes: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)  # {node name: its document's figures}
+    traffic: Any = None  # planning().traffic's answer (digests' Traffic); None for a write-back
+    holder: str | None = None
+    current: ConfigVersion | None = None
+    taken: list = field(default_factory=list)  # "backend (its cluster)" of the target's backends in another cluster
+    shared_nodes: list = field(default_factory=list)  # names of the nodes another cluster shares
+    pending: Guard | None = None  # None for a write-back (a repair runs while a rollback is pending)
+
+
+def read_change_set(cs):
+    """The read: every chosen node once (the statements rendered in it), the nodes' latest-state documents, the
+    cluster's traffic, then the database. The only part of the plan that reads anything."""
     cluster = cs.cluster
     base = cs.base.content
     target = C.apply_edits(base, cs.edits)
     intended = C.diff(base, target)
-    hostgroups = C.claimed_hostgroups(base) | C.claimed_hostgroups(target)
-    collector = Collector(cluster, known_secrets(cluster))
-    placed = {}  # where each node's statements hold a secret (Plan.secrets)
     write_back = cs.source == "write_back"
-    managed = native_placement(cluster, intended, write_back)
+    read = ChangeSetRead(
+        base=base,
+        target=target,
+        intended=intended,
+        hostgroups=C.claimed_hostgroups(base) | C.claimed_hostgroups(target),
+        write_back=write_back,
+        managed=native_placement(cluster, intended, write_back),
+        collector=Collector(cluster, known_secrets(cluster)),
+        placed={},
+    )
     monitor_marks = galera_writer_hostgroups(cluster)
 
     def build(admin, layers, node, shunned):  # a write-back writes every difference, a change set only its diff's rows
-        sql = Sql(admin, placed)
+        sql = Sql(admin, read.placed)
         servers_load = None
-        if managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
+        if read.managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
             runtime = without_marks(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
 
             def servers_load(written):
-                return placement_load(sql, managed, layers["memory"]["mysql_servers"], runtime, written)
+                return placement_load(sql, read.managed, layers["memory"]["mysql_servers"], runtime, written)
 
         return node_plan(
             sql,
             target,
             layers["memory"],
-            hostgroups=hostgroups,
-            secrets=collector,
+            hostgroups=read.hostgroups,
+            secrets=read.collector,
             node_key=f"node{node.pk}",
             intended=None if write_back else intended,
             servers_load=servers_load,
         )
 
     chosen = cluster.proxysql_nodes.filter(pk__in=cs.nodes) if cs.nodes else None
-    nodes = N.read_cluster(cluster, build=build, nodes=chosen)
+    read.nodes = N.read_cluster(cluster, build=build, nodes=chosen)
     try:
-        docs = live.read_typed(live.PROXYSQL, list(nodes), NodeFigures)
+        docs = live.read_typed(live.PROXYSQL, list(read.nodes), NodeFigures)
     except live.LiveUnavailable:
         docs = {}
-    figures = {nodes[pk].name: doc.figures for pk, doc in docs.items() if doc}
+    read.figures = {read.nodes[pk].name: doc.figures for pk, doc in docs.items() if doc}
+    read.traffic = None if write_back else _traffic(cluster)
+    read.holder = planning().holder(cluster)
+    read.current = latest(cluster)  # planned again at start (the re-check): another change may have been recorded since
+    endpoints = {(r["hostname"], r["port"]) for r in target["mysql_servers"]}
+    read.taken = sorted(
+        f"{s} ({s.cluster})"
+        for s in Server.objects.exclude(cluster=cluster)
+        .select_related("cluster")
+        .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
+        if (s.hostname, s.port) in endpoints
+    )
+    read.shared_nodes = sorted(
+        n.name for n in (chosen if chosen is not None else cluster.proxysql_nodes.all()) if n.shares_with().exists()
+    )
+    if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
+        read.pending = planning().pending_guard(cluster)
+    return read
+
+
+def change_set_guards(cs, read):
+    """The judgement, from the read alone: (guards, the effect check's findings)."""
     findings = effect_findings(
-        cluster,
-        base,
-        target,
-        nodes,
-        figures,
-        write_back=write_back,
-        traffic=None if write_back else _traffic(cluster),
+        cs.cluster,
+        read.base,
+        read.target,
+        read.nodes,
+        read.figures,
+        write_back=read.write_back,
+        traffic=read.traffic,
         every_node=not cs.nodes,
     )
-    holder = planning().holder(cluster)
-    statements = sum(nc.plan.changes for nc in nodes.values() if not nc.error)
-    changes = statements if write_back else intended.count()
-    current = latest(cluster)  # planned again at start (the re-check): another change may have been recorded since
+    statements = sum(nc.plan.changes for nc in read.nodes.values() if not nc.error)
+    changes = statements if read.write_back else read.intended.count()
+    current, holder = read.current, read.holder
     guards = [
         Guard(
             "based_on_current",
@@ -159,29 +230,18 @@ def plan_change_set(cs, kind=CONFIG):
         ),
         Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
     ]
-    endpoints = {(r["hostname"], r["port"]) for r in target["mysql_servers"]}
-    taken = sorted(
-        f"{s} ({s.cluster})"
-        for s in Server.objects.exclude(cluster=cluster)
-        .select_related("cluster")
-        .filter(hostname__in={h for h, _ in endpoints}, port__in={p for _, p in endpoints})
-        if (s.hostname, s.port) in endpoints
-    )
-    if taken:
+    if read.taken:
         guards.append(
             Guard(
                 "backend_of_another_cluster",
                 "Every backend belongs to this cluster",
                 False,
-                "already in another cluster: " + ", ".join(taken),
+                "already in another cluster: " + ", ".join(read.taken),
                 False,
             )
         )
-    shared_nodes = sorted(
-        n.name for n in (chosen if chosen is not None else cluster.proxysql_nodes.all()) if n.shares_with().exists()
-    )
-    node_wide = sorted(intended.tables() - PER_CLUSTER_TABLES)
-    if shared_nodes and node_wide:
+    node_wide = sorted(read.intended.tables() - PER_CLUSTER_TABLES)
+    if read.shared_nodes and node_wide:
         # One ProxySQL serves other clusters too: its users, rules, variables and scheduler are theirs as well.
         guards.append(
             Guard(
@@ -189,12 +249,12 @@ def plan_change_set(cs, kind=CONFIG):
                 "No node-wide table changes on a ProxySQL that other clusters "
                 "share (users, query rules, variables and scheduler serve them too)",
                 False,
-                f"{', '.join(node_wide)} on {', '.join(shared_nodes)}: change them on the node itself",
+                f"{', '.join(node_wide)} on {', '.join(read.shared_nodes)}: change them on the node itself",
                 False,
             )
         )
-    if not write_back:  # a write-back is a repair: it runs while a rollback is pending, like repair
-        guards.append(planning().pending_guard(cluster))
+    if read.pending is not None:
+        guards.append(read.pending)
     guards += [Guard(f.key, f.label, False, f.value, f.overridable) for f in findings if f.blocking]
     if not any(f.blocking for f in findings):
         warnings, infos = (sum(1 for f in findings if not f.blocking and f.info is info) for info in (False, True))
@@ -206,8 +266,21 @@ def plan_change_set(cs, kind=CONFIG):
                 f"{warnings} warning(s)" + (f", {infos} for information" if infos else ""),
             )
         )
+    return guards, findings
 
-    readable = {pk: nc for pk, nc in nodes.items() if not nc.error}
+
+def _readable(read):
+    return {pk: nc for pk, nc in read.nodes.items() if not nc.error}
+
+
+def _number(cs, read):
+    """The version the change set records: the next one, or the base again for a write-back."""
+    return cs.base.number if read.write_back else cs.base.number + 1
+
+
+def change_set_steps(cs, read):
+    """The steps and their statements per node, from the read alone."""
+    readable = _readable(read)
     apply_nodes = {
         str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback} for pk, nc in readable.items()
     }
@@ -215,12 +288,12 @@ def plan_change_set(cs, kind=CONFIG):
         str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
         for pk, nc in readable.items()
     }
-    number = cs.base.number if write_back else cs.base.number + 1
-    steps = [
+    number = _number(cs, read)
+    return [
         Step(
             "apply",
             "Write the changes to memory and LOAD them to runtime, on every node"
-            if not managed
+            if not read.managed
             else "Write the changes to memory and LOAD them to runtime with the servers where Monitor placed them (memory "
             "then back to the configured rows with the changes, no LOAD), on every node",
             PROXYSQL,
@@ -229,48 +302,55 @@ def plan_change_set(cs, kind=CONFIG):
         Step(
             "verify",
             "Read back every node's runtime: it must equal the new configuration"
-            if write_back
+            if read.write_back
             else "Read back every node's runtime: the rows and variables changed must equal the new configuration",
             CONFIG_VERIFY,
             params={
                 "change_set": cs.pk,
-                "tables": sorted(intended.tables() | ({"mysql_servers"} if intended.roles else set())),
+                "tables": sorted(read.intended.tables() | ({"mysql_servers"} if read.intended.roles else set())),
             },
         ),
         Step("save", "SAVE the changed modules TO DISK on every node", PROXYSQL, save_nodes, point_of_no_return=True),
         Step(
             "record",
             f"Record version {number} (the inventory follows it)"
-            if not write_back
+            if not read.write_back
             else f"Record that the nodes run version {number} again",
             CONFIG_RECORD,
             params={"change_set": cs.pk},
         ),
     ]
-    facts = {
+
+
+def change_set_facts(cs, read, findings):
+    """What the plan page shows besides guards and steps, from the read and the judgement's findings."""
+    readable = _readable(read)
+    same_secret = C.same_secret(read.collector.value)
+    return {
         "change_set": cs.pk,
         "reason": cs.reason,
         "base_version": cs.base.number,
-        "version": number,
+        "version": _number(cs, read),
         "warnings": [f.__dict__ for f in findings if not f.blocking],
         "findings": [f.__dict__ for f in findings],
-        "intended_diff": diff_lines(intended),
+        "intended_diff": diff_lines(read.intended),
         "node_diffs": {
-            nc.name: diff_lines(node_diff(nc, target, hostgroups, C.same_secret(collector.value)))
-            for nc in readable.values()
+            nc.name: diff_lines(node_diff(nc, read.target, read.hostgroups, same_secret)) for nc in readable.values()
         },
-        "unreachable": {nc.name: nc.error for nc in nodes.values() if nc.error},
+        "unreachable": {nc.name: nc.error for nc in read.nodes.values() if nc.error},
         # per node, each user written: its password kept as the node has it or set (the form, never the value)
         "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
     }
-    # What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"]).
-    title = (
-        f"Change set #{cs.pk} on {cluster.name}: {what_changes(intended)} (version {cs.base.number} → {number})"
-        if not write_back
-        else f"Configuration of {cluster.name}: write version {number} back"
+
+
+def change_set_title(cs, read):
+    """What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"])."""
+    number = _number(cs, read)
+    if read.write_back:
+        return f"Configuration of {cs.cluster.name}: write version {number} back"
+    return (
+        f"Change set #{cs.pk} on {cs.cluster.name}: {what_changes(read.intended)} (version {cs.base.number} → {number})"
     )
-    plan = Plan(kind, cluster.pk, title[:300], guards, steps, facts, options={"change_set": cs.pk}, secrets=placed)
-    return planning().annotate(plan, cluster), collector
 
 
 def native_placement(cluster, intended, write_back):

@@ -357,3 +357,61 @@ def test_the_start_recheck_reads_through_the_connections_the_steps_use(versioned
         first_step = next(e for e in log if "4096" in e["sql"])
         rechecked = [e for e in log if e["seq"] < first_step["seq"] and "runtime_" in e["sql"]]
         assert rechecked and {e["conn"] for e in rechecked} == {first_step["conn"]}, log[:12]
+
+
+def test_the_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    versioned_lab, operator_user, django_assert_num_queries
+):
+    """Issue 35 item 5: plan_change_set is read (read_change_set: the nodes, their documents, the traffic, the
+    database), judge (change_set_guards, the effect check's findings with them) and build (steps, facts, title); the
+    judge and the build make no query and open no connection (both nodes refuse connections meanwhile), and the
+    parts give the plan plan_change_set gives: guards, steps, facts, title and where the secrets sit."""
+    cluster, doubles, v1 = versioned_lab
+    actor = Actor.command(operator_user)
+    cs = services.start_change_set(cluster, actor=actor, reason="a user, a rule, a backend")
+    users = {u["username"]: u for u in v1.content["mysql_users"]}
+    services.add_edit(  # the node's password kept: a secret placed in the statements
+        cs,
+        {"op": "upsert", "table": "mysql_users", "key": ["app"], "row": {**users["app"], "max_connections": 2000}},
+        actor=actor,
+    )
+    services.add_edit(  # a rule the effect check has something to say about (it captures every later SELECT)
+        cs,
+        {
+            "op": "upsert",
+            "table": "mysql_query_rules",
+            "row": {"rule_id": 1, "active": 1, "match_digest": ".", "apply": 1},
+        },
+        actor=actor,
+    )
+    services.add_edit(
+        cs,
+        {"op": "upsert", "table": "mysql_servers", "row": {"hostgroup_id": 200, "hostname": "127.0.0.1", "port": 3313}},
+        actor=actor,
+    )
+    cs = ChangeSet.objects.select_related("base", "cluster").get(pk=cs.pk)
+    read = change_set.read_change_set(cs)
+    assert sorted(read.nodes) == sorted(cluster.proxysql_nodes.values_list("pk", flat=True))
+    assert all(not nc.error for nc in read.nodes.values())
+    assert read.current.pk == v1.pk and read.holder is None and read.pending is not None
+    for d in doubles:
+        d.set_mode("refuse")
+    try:
+        with django_assert_num_queries(0):
+            guards, findings = change_set.change_set_guards(cs, read)
+            steps = change_set.change_set_steps(cs, read)
+            facts = change_set.change_set_facts(cs, read, findings)
+            title = change_set.change_set_title(cs, read)
+    finally:
+        for d in doubles:
+            d.set_mode("normal")
+    assert findings and read.placed
+    plan, _ = plan_change_set(cs)
+    # the planner's guards begin with the judgement's (annotate adds the shared-node and sync ones after them)
+    assert [(g.key, g.passed, g.value) for g in guards] == [
+        (g.key, g.passed, g.value) for g in plan.guards[: len(guards)]
+    ]
+    assert [(s.key, s.nodes, s.params) for s in steps] == [(s.key, s.nodes, s.params) for s in plan.steps]
+    assert facts == plan.facts
+    assert title == plan.title
+    assert read.placed == plan.secrets

@@ -311,23 +311,3 @@ def test_a_natively_managed_galera_pair_takes_a_change_set_under_sysbench(
         galera.wait_placed(node, 3311)
     check_layers_have_the_change(nodes, 3313, 700)
     galera.no_drift_anywhere(cluster)
-
-
-def test_a_change_set_right_after_a_switchover_on_a_natively_managed_galera_pair_under_sysbench(
-    real_proxysql_factory, galera_healthy, live_redis, operator_user
-):
-    nodes = [real_proxysql_factory("2.7.1", name=f"galera-sw-cs-{n}") for n in (1, 2)]
-    cluster = galera_switch.natively_managed(nodes, galera_switch.APP_USER)
-    watched_under_sysbench(
-        galera_healthy,
-        nodes,
-        lambda: (
-            switchover(cluster, 3312, operator_user, ("drain", "wait_drain", "catch_up", "move")),
-            galera_rule_and_weight(cluster, operator_user),
-        ),
-        "native Galera switchover then change set",
-    )
-    for node in nodes:
-        galera.wait_placed(node, 3312)
-    check_layers_have_the_change(nodes, 3313, 700)
-    galera.no_drift_anywhere(cluster)
