@@ -19,7 +19,7 @@ from apps.fleet.models import Server
 from apps.fleet.native import MANAGER_TABLES
 from apps.monitoring import live
 from apps.plans.registry import planning
-from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step
+from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step, no_other_operation
 
 from . import content as C
 from . import nodes as N
@@ -228,7 +228,7 @@ def change_set_guards(cs, read):
             f"{changes} change(s)" if changes else "nothing to change",
             False,
         ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        no_other_operation(holder),
     ]
     if read.taken:
         guards.append(

@@ -13,7 +13,18 @@ from apps.clients.proxysql import node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
 from apps.fleet.models import HostgroupMembership
-from apps.plans.vocabulary import DRAIN_POLL_MS, INVENTORY, PROXYSQL, VERIFY, WAIT_DRAIN, Guard, Plan, Sql, Step
+from apps.plans.vocabulary import (
+    DRAIN_POLL_MS,
+    INVENTORY,
+    PROXYSQL,
+    VERIFY,
+    WAIT_DRAIN,
+    Guard,
+    Plan,
+    Sql,
+    Step,
+    no_other_operation,
+)
 
 from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind, OperationState
@@ -148,13 +159,7 @@ def drain_guards(server, read, timeout):
             read.readers_left >= cluster.min_available_readers,
             f"{read.readers_left} left",
         ),
-        Guard(
-            "no_other_operation",
-            "No other operation runs on this cluster",
-            read.holder is None,
-            read.holder or "none",
-            False,
-        ),
+        no_other_operation(read.holder),
         read.pending,
         Guard(
             "not_in_maintenance",
@@ -290,13 +295,7 @@ def plan_restore(server):
             "yes" if server.maintenance else "no",
             False,
         ),
-        Guard(
-            "no_other_operation",
-            "No other operation runs on this cluster",
-            read.holder is None,
-            read.holder or "none",
-            False,
-        ),
+        no_other_operation(read.holder),
         read.pending,
         *read.backend,
     ]

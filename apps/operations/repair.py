@@ -23,7 +23,7 @@ from apps.configuration import content as C
 from apps.configuration.services import versioned_variables
 from apps.fleet import native
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows
-from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
+from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step, no_other_operation
 
 from . import pending_rows, shared
 from .choices import OperationKind
@@ -340,13 +340,7 @@ def repair_guards(cluster, read):
             ", ".join(f"{k[1]}:{k[2]}" for k in writers) or "none",
             False,
         ),
-        Guard(
-            "no_other_operation",
-            "No other operation runs on this cluster",
-            read.holder is None,
-            read.holder or "none",
-            False,
-        ),
+        no_other_operation(read.holder),
         Guard(
             "no_native_hostgroups",
             "ProxySQL's native hostgroup manager is not active on these hostgroups",

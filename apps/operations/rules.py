@@ -38,7 +38,7 @@ from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.monitoring import live, status
-from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step
+from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step, no_other_operation
 
 from . import executor, pending_rows, services, shared
 from .choices import OperationKind
@@ -234,7 +234,7 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
             "; ".join(unreachable) or "yes",
             False,
         ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        no_other_operation(holder),
         Guard(
             "no_native_hostgroups",
             "ProxySQL's native hostgroup manager is not active here",
@@ -468,7 +468,7 @@ def _manual_guards(cluster, dead, new, manual_read):
             verdict != "answers",
             f"{verdict}: {detail}",
         ),
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False),
+        no_other_operation(holder),
     ]
 
 

@@ -19,6 +19,7 @@ from apps.fleet.drift import AUTOINC
 from apps.fleet.layout import swapped_roles
 from apps.fleet.models import HostgroupMembership, ProxySQLNode
 from apps.plans.vocabulary import (
+    no_other_operation,
     BACKEND,
     DRAIN_POLL_MS,
     INVENTORY,
@@ -560,9 +561,7 @@ def shared_guards(
         )
     )
     holder = read.holder
-    guards.append(
-        Guard("no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False)
-    )
+    guards.append(no_other_operation(holder))
     guards.append(read.pending)
     guards.append(manager_guard)
     guards.append(

@@ -42,6 +42,14 @@ class Guard:
     overridable: bool = True
 
 
+def no_other_operation(holder: str | None) -> Guard:
+    """The guard every operation plans: the cluster's lock is free (holder: what holds it, read with the plan's
+    snapshot, or None). Not an admin's override: a second operation waits."""
+    return Guard(
+        "no_other_operation", "No other operation runs on this cluster", holder is None, holder or "none", False
+    )
+
+
 @dataclass
 class Step:
     key: str
