@@ -334,6 +334,9 @@ def with_layers(doc, stored, own=None):
     return {**doc, "layers_drift": stored}
 
 
+# The holds' ends this process has scheduled, (operation id, end): an id alone is not enough, since a database can
+# give a new operation the id of one rolled back or deleted (SQLite reuses the highest id: a test's switchover after
+# another's found its id here and its hold's end was never judged, leaving that hold's pending alerts open).
 _hold_ends_scheduled = set()
 
 
@@ -342,11 +345,13 @@ def _judge_when_holds_end(situation):
     once per operation (across processes: a key in Redis), so what outlived the work is released then."""
     for cluster_id, works in situation.work.items():
         for w in works:
-            if w.until is None or w.operation_id is None or w.operation_id in _hold_ends_scheduled:
+            if w.until is None or w.operation_id is None or (w.operation_id, w.until) in _hold_ends_scheduled:
                 continue
-            _hold_ends_scheduled.add(w.operation_id)
+            if len(_hold_ends_scheduled) > 10_000:  # bounded: a worker runs for months
+                _hold_ends_scheduled.clear()
+            _hold_ends_scheduled.add((w.operation_id, w.until))
             try:
-                if live.client().set(f"alerts:hold-end:{w.operation_id}", 1, nx=True, ex=3600):
+                if live.client().set(f"alerts:hold-end:{w.operation_id}:{w.until}", 1, nx=True, ex=3600):
                     judge_at(cluster_id, w.until)
             except Exception as exc:
                 log.debug("hold end of operation %s not scheduled: %s", w.operation_id, exc)
