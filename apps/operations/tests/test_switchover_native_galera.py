@@ -11,12 +11,13 @@ from apps.alerts.tests import test_native_galera_drift as native
 from apps.audit.models import AuditEvent
 from apps.configuration.services import latest
 from apps.fleet.models import ProxySQLNode, Server
+from apps.operations import native_galera_switchover
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
 from lab import demo
 
 from .conftest import query, run_plan, wait_for
-from .test_switchover_native_replication import Writer
+from .test_switchover_native_replication import Writer, check_reads_once
 
 pytestmark = pytest.mark.django_db
 
@@ -196,3 +197,24 @@ def check_rollback(nodes, operator_user):
     assert [layers(node) for node in nodes] == before
     assert version_weights(cluster) == [(3311, 1000), (3312, 900), (3313, 800)]
     assert not AuditEvent.objects.filter(action="writer placed by ProxySQL's Galera manager").exists()
+
+
+def test_the_galera_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    proxysql_double_factory, galera_healthy, django_assert_num_queries
+):
+    """Issue 35 item 5, as the switchover's: read_galera_switchover reads every node and backend once; galera_guards
+    and galera_steps make no query and open no connection (both nodes refusing), and give plan_galera_switchover's
+    guards, facts, steps and options."""
+    nodes = proxysql_double_factory(2)
+    check_reads_once(
+        nodes,
+        natively_managed(nodes),
+        Server.objects.get(port=3312),
+        (
+            native_galera_switchover.read_galera_switchover,
+            native_galera_switchover.galera_guards,
+            native_galera_switchover.galera_steps,
+        ),
+        django_assert_num_queries,
+        catchup_timeout_ms=2000,
+    )
