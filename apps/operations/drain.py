@@ -29,7 +29,7 @@ from apps.plans.vocabulary import (
 from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind, OperationState
 from .locks import current_holder
-from .switchover import _row, backend_guards, current_writer, pinned_sessions
+from .switchover import _row, backend_guards, current_writer, pinned_sessions, read_replica
 
 
 def _read_nodes(cluster, server, build):
@@ -352,4 +352,4 @@ def _backend_guards(cluster, server, intended):
         return []  # the async writer: no replication of its own to check
     writer = current_writer(cluster)
     source = writer.server if writer and writer.server_id != server.pk else None
-    return backend_guards(cluster, server, state, "server", source=source)
+    return backend_guards(cluster, server, state, "server", source=source, replica=read_replica(server))

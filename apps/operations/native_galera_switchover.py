@@ -19,21 +19,24 @@ back to the configured rows; disk is written only past the point of no return.
 
 from apps.clients.proxysql import configured
 from apps.fleet.choices import ClusterKind
-from apps.plans.vocabulary import MONITOR_WRITER, PROXYSQL, VERIFY, WAIT_CATCHUP, WAIT_MONITOR, Guard, Plan, Sql, Step
+from apps.plans.vocabulary import MONITOR_WRITER, PROXYSQL, WAIT_CATCHUP, Guard, Sql, Step
 
-from . import shared
-from .choices import OnDrainTimeout, OperationKind
+from .choices import OnDrainTimeout
 from .native_switchover import (
-    MONITOR_ENABLED,
-    PLACEMENT_POLL_MS,
     _changes,
     _every_row,
-    _pending,
+    closing_steps,
     drain_steps,
+    monitor_on,
+    native_facts,
+    native_guards,
+    per_node,
+    plan_through_monitor,
     read_native_nodes,
+    wait_monitor_step,
     writer_guards,
 )
-from .switchover import AUTOINC, autoinc_parts, shared_guards
+from .switchover import autoinc_parts
 
 HEALTHCHECK = "mysql-monitor_galera_healthcheck_interval"
 # The wait for Monitor's agreement: this many healthchecks (real 2.7.1 placed within one: 3.7-4.8 s at 5000 ms).
@@ -51,54 +54,67 @@ def plan_galera_switchover(
     catchup_timeout_ms=2000,
 ):
     """The switchover through ProxySQL's Galera manager, from what the nodes and backends say now. Network reads
-    only; writes nothing. The old writer is the one Monitor placed."""
-    longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
-    drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
-    W, B = cluster.writer_hostgroup, new_writer
-    statements, backups, intervals, unmanaged, pending_edits, weights, managed = {}, {}, [], [], [], [], set()
+    only; writes nothing. The old writer is the one Monitor placed. In three parts, as plan_switchover: read
+    (read_galera_switchover), judge (galera_guards) and build (galera_steps) from the read alone."""
+    return plan_through_monitor(
+        cluster,
+        new_writer,
+        (read_galera_switchover, galera_guards, galera_steps),
+        "Galera",
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        lower_autoinc=lower_autoinc,
+        monitor_timeout_ms=monitor_timeout_ms,
+        catchup_timeout_ms=catchup_timeout_ms,
+    )
+
+
+def read_galera_switchover(cluster, B):
+    """The read: every node once (its active mysql_galera_hostgroups row of the writer hostgroup, and its statements
+    rendered with its driver's escaping once Monitor's writer is known), then the cluster."""
+    W = cluster.writer_hostgroup
 
     def more(node, admin, runtime, memory, variables, A):
         row = next((g for g in admin.galera_hostgroups() if g.active and g.writer_hostgroup == W), None)
-        backups[node.name] = row is not None and any(
-            (r.hostgroup_id, r.hostname, r.port, r.status)
-            == (row.backup_writer_hostgroup, B.hostname, B.port, "ONLINE")
-            for r in runtime
-        )
-        if row is not None:
-            managed.update(_hostgroups(row))
+        statements = None
         if A is not None and row is not None:
-            statements[node.pk] = _node_statements(Sql(admin), row, A, B, runtime, memory, variables)
-            weights.append(statements[node.pk]["weights"])
-        return row
+            statements = _node_statements(Sql(admin), row, A, B, runtime, memory, variables)
+        return row, statements
 
     # ONLINE only: Monitor marks the backup writers SHUNNED in the writer hostgroup
-    read = read_native_nodes(cluster, B, [HEALTHCHECK], lambda status: status, more)
-    A, nodes, facts, tally, autoinc_values = read.A, read.nodes, read.facts, read.tally, read.autoinc_values
-    for node, runtime, memory, variables, row in read.answered:
-        if row is None or row.max_writers != 1 or str(variables.get(MONITOR_ENABLED)).lower() not in ("true", "1"):
-            unmanaged.append(node.name)
-        intervals.append(int(variables.get(HEALTHCHECK) or 5000))
-        pending_edits += _pending(node, runtime, memory, cluster.managed_hostgroups() | managed)
-    guards = writer_guards(cluster, read, B)
+    return read_native_nodes(cluster, B, [HEALTHCHECK], lambda status: status, more)
+
+
+def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc, monitor_timeout_ms):
+    """The judgement, from the read alone: (guards, facts, lower_autoinc resolved, monitor_timeout_ms resolved)."""
+    W, A = cluster.writer_hostgroup, read.A
     if A is None:
-        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
-    title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's Galera manager)"
-    not_backup = [name for name, yes in backups.items() if not yes]
-    guards.append(
+        return writer_guards(cluster, read, B), native_facts(read)[0], lower_autoinc, monitor_timeout_ms
+    unmanaged = [
+        n.node.name for n in read.answered if n.own is None or n.own.max_writers != 1 or not monitor_on(n.variables)
+    ]
+    not_backup = [
+        n.node.name
+        for n in read.answered
+        if n.own is None
+        or not any(
+            (r.hostgroup_id, r.hostname, r.port, r.status)
+            == (n.own.backup_writer_hostgroup, B.hostname, B.port, "ONLINE")
+            for r in n.runtime
+        )
+    ]
+    weights = [n.statements["weights"] for n in read.answered if n.statements]
+    swaps = {tuple(map(tuple, w["swap"])) if w["swap"] else None for w in weights}
+    swap = weights[0]["swap"] if weights else None
+    own = [
         Guard(
             "monitor_candidate",
             f"Monitor has placed {B} as a backup writer (Synced and writable: it may write) on every node",
             not not_backup,
             ", ".join(not_backup) or "yes",
             False,
-        )
-    )
-    guards.append(
-        Guard("galera_topology", "The cluster is Galera", cluster.kind == ClusterKind.GALERA, cluster.kind, False)
-    )
-    swaps = {tuple(map(tuple, w["swap"])) if w["swap"] else None for w in weights}
-    swap = weights[0]["swap"] if weights else None
-    guards.append(
+        ),
+        Guard("galera_topology", "The cluster is Galera", cluster.kind == ClusterKind.GALERA, cluster.kind, False),
         Guard(
             "weights",
             f"{A} and {B} are configured in writer hostgroup {W} with different weights, the "
@@ -107,39 +123,23 @@ def plan_galera_switchover(
             len(swaps) == 1 and swap is not None and all(w["heaviest"] for w in weights),
             "; ".join(w["said"] for w in weights) or "not read",
             False,
-        )
-    )
-    guards.append(
-        Guard(
-            "no_pending_edits",
-            "No unloaded mysql_servers edits on any node (they would be loaded too)",
-            not pending_edits,
-            "; ".join(pending_edits) or "none",
-        )
-    )
-    manager = Guard(
-        "native_manager",
-        f"Every node runs mysql_galera_hostgroups writer {W} with max_writers 1 and "
-        f"Monitor enabled (it moves the servers)",
-        not unmanaged,
-        f"not on {', '.join(unmanaged)}" if unmanaged else "yes",
-        False,
-    )
-    more, lower_autoinc = shared_guards(
+        ),
+    ]
+    guards, facts, lower_autoinc = native_guards(
         cluster,
-        A,
         B,
-        tally,
-        facts,
-        manager,
-        read.cluster,
+        read,
+        own,
+        cluster.managed_hostgroups() | _managed(read),
+        f"Every node runs mysql_galera_hostgroups writer {W} with max_writers 1 and Monitor enabled (it moves the "
+        f"servers)",
+        unmanaged,
         drain_timeout_ms=drain_timeout_ms,
         on_timeout=on_timeout,
         longer_timeout=longer_timeout,
         lower_autoinc=lower_autoinc,
     )
-    guards += more
-    interval = max(intervals or [5000])
+    interval = max([int(n.variables.get(HEALTHCHECK) or 5000) for n in read.answered] or [5000])
     if monitor_timeout_ms is None:
         monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * interval)
     facts["monitor_moves"] = (
@@ -149,14 +149,19 @@ def plan_galera_switchover(
         f"for Monitor (a healthcheck every {interval} ms) to agree on every node; otherwise it rolls back, the weights "
         f"and the placement as they were. Memory ends as configured with the weights swapped, saved to disk."
     )
+    return guards, facts, lower_autoinc, monitor_timeout_ms
 
-    def per_node(part):
-        return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
 
+def galera_steps(
+    cluster, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, monitor_timeout_ms, catchup_timeout_ms
+):
+    """The build, from the read alone (a writer placed: read.A): the steps, each node's statements in them."""
+    W, A = cluster.writer_hostgroup, read.A
+    weights = [n.statements["weights"] for n in read.answered if n.statements]
+    swap = weights[0]["swap"] if weights else None
     steps = drain_steps(
-        per_node,
+        read,
         lower_autoinc,
-        A,
         W,
         drain_timeout_ms,
         on_timeout,
@@ -176,52 +181,27 @@ def plan_galera_switchover(
             "move",
             f"Load the placement Monitor makes of the swapped weights: {B} writing in {W}, {A} a backup writer",
             PROXYSQL,
-            per_node("move"),
+            per_node(read, "move"),
         )
     )
     steps.append(
-        Step(
-            "wait_monitor",
+        wait_monitor_step(
+            read,
+            B,
+            W,
             f"Wait until Monitor has checked and kept {B} the writer on every node ({A} "
             f"marked SHUNNED in {W}; up to {monitor_timeout_ms} ms)",
-            WAIT_MONITOR,
-            params={
-                "writer_hostgroup": W,
-                "new": [B.hostname, B.port],
-                "old": [A.hostname, A.port],
-                "old_marked": "SHUNNED",
-                "names": {str(n.pk): n.name for n in nodes},
-                "timeout_ms": monitor_timeout_ms,
-                "poll_ms": PLACEMENT_POLL_MS,
-            },
+            monitor_timeout_ms,
+            old_marked="SHUNNED",
         )
     )
-    steps.append(
-        Step(
-            "memory_back",
-            "Memory back to the configured rows, the weights swapped, saved to disk on every "
-            "node (no LOAD: the runtime is Monitor's)",
-            PROXYSQL,
-            per_node("memory_back"),
-            point_of_no_return=True,
-        )
-    )
-    steps.append(
-        Step(
-            "verify_memory",
-            "Verify every node's memory holds the configured rows, the weights swapped",
-            VERIFY,
-            params={
-                "rows": {str(pk): sql["configured"] for pk, sql in statements.items()},
-                "hostgroups": sorted(managed),
-                "variables": {},
-                "layer": "memory",
-            },
-        )
-    )
-    if lower_autoinc:
-        steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
-    steps.append(
+    return steps + closing_steps(
+        read,
+        _managed(read),
+        lower_autoinc,
+        "Memory back to the configured rows, the weights swapped, saved to disk on every node (no LOAD: the runtime "
+        "is Monitor's)",
+        "Verify every node's memory holds the configured rows, the weights swapped",
         Step(
             "record_writer",
             f"Record {B} as the writer Monitor placed, and the swapped weights",
@@ -234,19 +214,13 @@ def plan_galera_switchover(
                 "manager": "Galera",
                 "weights": swap or [],
             },
-        )
+        ),
     )
-    options = {
-        "drain_timeout_ms": drain_timeout_ms,
-        "on_timeout": on_timeout,
-        "lower_autoinc": lower_autoinc,
-        "old_writer_to": "reader",
-        "new_writer": B.pk,
-        "old_writer": A.pk,
-        "monitor_timeout_ms": monitor_timeout_ms,
-        "autoinc_values": {str(k): v for k, v in autoinc_values.items()},
-    }
-    return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+def _managed(read):
+    """The hostgroups the nodes' mysql_galera_hostgroups rows place."""
+    return {hg for n in read.answered if n.own is not None for hg in _hostgroups(n.own)}
 
 
 def _hostgroups(row):

@@ -16,6 +16,7 @@ the placement as it was before the drain and puts memory back: the servers where
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -23,6 +24,7 @@ from apps.clients.proxysql import configured, configured_status, node_admin
 from apps.clients.wire import ClientError
 from apps.configuration.services import record_operation
 from apps.fleet.choices import ClusterKind
+from apps.fleet.models import ProxySQLNode, Server
 from apps.plans.registry import StepFailed, capture
 from apps.plans.vocabulary import (
     BACKEND,
@@ -79,74 +81,71 @@ def plan_native_switchover(
     catchup_timeout_ms=None,
 ):
     """The switchover through ProxySQL's replication manager, from what the nodes and backends say now. Network
-    reads only; writes nothing. The old writer is the one Monitor placed. catchup_timeout_ms is the Galera
-    manager's (the planners share one signature): here the promotion waits for the GTID position itself (MASTER_GTID_WAIT, its own bound)."""
-    longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
-    drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
-    W, R, managed = cluster.writer_hostgroup, cluster.reader_hostgroup, cluster.managed_hostgroups()
-    B = new_writer
-    statements, intervals, holds, pending_edits, unmanaged = {}, [], {}, [], []
+    reads only; writes nothing. The old writer is the one Monitor placed. In three parts, as plan_switchover: read
+    (read_replication_switchover), judge (replication_guards) and build (replication_steps) from the read alone.
+    catchup_timeout_ms is the Galera manager's (the planners share one signature): here the promotion waits for the
+    GTID position itself (MASTER_GTID_WAIT, its own bound)."""
+    return plan_through_monitor(
+        cluster,
+        new_writer,
+        (read_replication_switchover, replication_guards, replication_steps),
+        "replication",
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        lower_autoinc=lower_autoinc,
+        monitor_timeout_ms=monitor_timeout_ms,
+    )
+
+
+def read_replication_switchover(cluster, B):
+    """The read: every node once (its mysql_replication_hostgroups rows, and its statements rendered with its
+    driver's escaping once Monitor's writer is known), then the cluster."""
+    managed, W, R = cluster.managed_hostgroups(), cluster.writer_hostgroup, cluster.reader_hostgroup
 
     def more(node, admin, runtime, memory, variables, A):
-        if A is not None:
-            statements[node.pk] = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables)
-        return admin.replication_hostgroups()
+        statements = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables) if A else None
+        return admin.replication_hostgroups(), statements
 
-    read = read_native_nodes(cluster, B, [READ_ONLY_INTERVAL, HOLD_MAX], configured_status, more)
-    A, nodes, facts, tally, autoinc_values = read.A, read.nodes, read.facts, read.tally, read.autoinc_values
-    for node, runtime, memory, variables, rows in read.answered:
-        if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in rows) or str(
-            variables.get(MONITOR_ENABLED)
-        ).lower() not in ("true", "1"):
-            unmanaged.append(node.name)
-        intervals.append(int(variables.get(READ_ONLY_INTERVAL) or 1000))
-        holds[node.name] = int(variables.get(HOLD_MAX) or 10000)
-        pending_edits += _pending(node, runtime, memory, managed)
-    guards = writer_guards(cluster, read, B)
+    return read_native_nodes(cluster, B, [READ_ONLY_INTERVAL, HOLD_MAX], configured_status, more)
+
+
+def replication_guards(
+    cluster, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc, monitor_timeout_ms
+):
+    """The judgement, from the read alone: (guards, facts, lower_autoinc resolved, monitor_timeout_ms resolved)."""
+    W, R, A = cluster.writer_hostgroup, cluster.reader_hostgroup, read.A
     if A is None:
-        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
-    title = f"Switchover {cluster.name}: writer {A} → {B} (through ProxySQL's replication manager)"
-    guards.append(
-        Guard(
-            "async_topology",
-            f"The cluster is async replication ({B} is promoted by GTID)",
-            cluster.kind == ClusterKind.ASYNC,
-            cluster.kind,
-            False,
-        )
-    )
-    guards.append(
-        Guard(
-            "no_pending_edits",
-            "No unloaded mysql_servers edits on any node (they would be loaded too)",
-            not pending_edits,
-            "; ".join(pending_edits) or "none",
-        )
-    )
-    manager = Guard(
-        "native_manager",
-        f"Every node runs mysql_replication_hostgroups writer {W} / reader {R} with "
-        f"Monitor enabled (it moves the servers)",
-        not unmanaged,
-        f"not on {', '.join(unmanaged)}" if unmanaged else "yes",
+        return writer_guards(cluster, read, B), native_facts(read)[0], lower_autoinc, monitor_timeout_ms
+    unmanaged = [
+        n.node.name
+        for n in read.answered
+        if not any((r.writer_hostgroup, r.reader_hostgroup) == (W, R) for r in n.own) or not monitor_on(n.variables)
+    ]
+    topology = Guard(
+        "async_topology",
+        f"The cluster is async replication ({B} is promoted by GTID)",
+        cluster.kind == ClusterKind.ASYNC,
+        cluster.kind,
         False,
     )
-    more, lower_autoinc = shared_guards(
+    guards, facts, lower_autoinc = native_guards(
         cluster,
-        A,
         B,
-        tally,
-        facts,
-        manager,
-        read.cluster,
+        read,
+        [topology],
+        cluster.managed_hostgroups(),
+        f"Every node runs mysql_replication_hostgroups writer {W} / reader {R} with Monitor enabled (it moves the "
+        f"servers)",
+        unmanaged,
         drain_timeout_ms=drain_timeout_ms,
         on_timeout=on_timeout,
         longer_timeout=longer_timeout,
         lower_autoinc=lower_autoinc,
     )
-    guards += more
+    interval = max([int(n.variables.get(READ_ONLY_INTERVAL) or 1000) for n in read.answered] or [1000])
     if monitor_timeout_ms is None:
-        monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * max(intervals or [1000]))
+        monitor_timeout_ms = max(MIN_WAIT_MS, MONITOR_CHECKS * interval)
+    holds = {n.node.name: int(n.variables.get(HOLD_MAX) or 10000) for n in read.answered}
     short = {name: ms for name, ms in holds.items() if ms <= monitor_timeout_ms}
     guards.append(
         Guard(
@@ -161,17 +160,18 @@ def plan_native_switchover(
         f"ProxySQL's replication manager moves the servers on each node: this plan writes no row for the move. It "
         f"drains {A} as a switchover does, makes {B} the primary on the backends (read_only), and waits up to "
         f"{monitor_timeout_ms} ms for Monitor to place {B} in writer hostgroup {W} and {A} out of it on every node "
-        f"(it checks read_only every {max(intervals or [1000])} ms); otherwise it rolls back, read_only as it was. "
+        f"(it checks read_only every {interval} ms); otherwise it rolls back, read_only as it was. "
         f"Memory ends as configured and disk is not written."
     )
+    return guards, facts, lower_autoinc, monitor_timeout_ms
 
-    def per_node(part):
-        return {str(n.pk): {"name": n.name, **statements[n.pk][part]} for n in nodes if n.pk in statements}
 
+def replication_steps(cluster, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, monitor_timeout_ms):
+    """The build, from the read alone (a writer placed: read.A): the steps, each node's statements in them."""
+    W, R, A = cluster.writer_hostgroup, cluster.reader_hostgroup, read.A
     steps = drain_steps(
-        per_node,
+        read,
         lower_autoinc,
-        A,
         W,
         drain_timeout_ms,
         on_timeout,
@@ -188,88 +188,110 @@ def plan_native_switchover(
         )
     )
     steps.append(
-        Step(
-            "wait_monitor",
-            f"Wait until Monitor has placed {B} in writer hostgroup {W} and {A} out of it on "
-            f"every node (up to {monitor_timeout_ms} ms)",
-            WAIT_MONITOR,
-            params={
-                "writer_hostgroup": W,
-                "new": [B.hostname, B.port],
-                "old": [A.hostname, A.port],
-                "names": {str(n.pk): n.name for n in nodes},
-                "timeout_ms": monitor_timeout_ms,
-                "poll_ms": PLACEMENT_POLL_MS,
-            },
+        wait_monitor_step(
+            read,
+            B,
+            W,
+            f"Wait until Monitor has placed {B} in writer hostgroup {W} and {A} out of it on every node (up to "
+            f"{monitor_timeout_ms} ms)",
+            monitor_timeout_ms,
         )
     )
-    steps.append(
-        Step(
-            "memory_back",
-            "Memory back to the configured rows on every node (no LOAD: the runtime is "
-            "Monitor's; disk was never written)",
-            PROXYSQL,
-            per_node("memory_back"),
-            point_of_no_return=True,
-        )
-    )
-    steps.append(
-        Step(
-            "verify_memory",
-            "Verify every node's memory holds the configured rows",
-            VERIFY,
-            params={
-                "rows": {str(pk): sql["configured"] for pk, sql in statements.items()},
-                "hostgroups": sorted(managed),
-                "variables": {},
-                "layer": "memory",
-            },
-        )
-    )
-    if lower_autoinc:
-        steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node("autoinc_restore")))
-    steps.append(
+    return steps + closing_steps(
+        read,
+        cluster.managed_hostgroups(),
+        lower_autoinc,
+        "Memory back to the configured rows on every node (no LOAD: the runtime is Monitor's; disk was never written)",
+        "Verify every node's memory holds the configured rows",
         Step(
             "record_writer",
             f"Record {B} as the writer Monitor placed",
             MONITOR_WRITER,
             params={"old": A.pk, "new": B.pk, "old_name": str(A), "new_name": str(B)},
-        )
+        ),
     )
-    options = {
-        "drain_timeout_ms": drain_timeout_ms,
-        "on_timeout": on_timeout,
-        "lower_autoinc": lower_autoinc,
-        "old_writer_to": "reader",
-        "new_writer": B.pk,
-        "old_writer": A.pk,
-        "monitor_timeout_ms": monitor_timeout_ms,
-        "autoinc_values": {str(k): v for k, v in autoinc_values.items()},
-    }
+
+
+# -- what both native planners share: the read, the judgement's common part, the common steps -------------------------
+def plan_through_monitor(
+    cluster,
+    B,
+    parts,
+    manager,
+    *,
+    drain_timeout_ms,
+    on_timeout,
+    lower_autoinc,
+    monitor_timeout_ms,
+    **build_options,
+):
+    """The planner both native switchovers are, from its three parts (read, judge, build): the read first, then the
+    judgement and the build from the read alone; without a writer placed by Monitor, its guard alone."""
+    read_switchover, judge, build = parts
+    longer_timeout = drain_timeout_ms is not None and drain_timeout_ms > cluster.drain_timeout_ms
+    drain_timeout_ms = drain_timeout_ms if drain_timeout_ms is not None else cluster.drain_timeout_ms
+    read = read_switchover(cluster, B)
+    guards, facts, lower_autoinc, monitor_timeout_ms = judge(
+        cluster,
+        B,
+        read,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        longer_timeout=longer_timeout,
+        lower_autoinc=lower_autoinc,
+        monitor_timeout_ms=monitor_timeout_ms,
+    )
+    if read.A is None:
+        return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
+    steps = build(
+        cluster,
+        B,
+        read,
+        lower_autoinc=lower_autoinc,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        monitor_timeout_ms=monitor_timeout_ms,
+        **build_options,
+    )
+    title = f"Switchover {cluster.name}: writer {read.A} → {B} (through ProxySQL's {manager} manager)"
+    options = native_options(read, B, drain_timeout_ms, on_timeout, lower_autoinc, monitor_timeout_ms)
     return shared.annotate(Plan(OperationKind.SWITCHOVER, cluster.pk, title, guards, steps, facts, options), cluster)
+
+
+@dataclass
+class NativeNode:
+    """One ProxySQL node that answered, as a native planner reads it: its mysql_servers (runtime, memory), the
+    variables, the sessions pinned to Monitor's writer, the planner's own read (its manager's rows) and the plan's
+    statements for it (None: no writer placed, or no manager row to plan with)."""
+
+    node: ProxySQLNode
+    runtime: list
+    memory: list
+    variables: dict
+    sessions: list
+    own: Any
+    statements: dict | None
 
 
 @dataclass
 class NativeRead:
     """What both native planners read, before they judge: of every ProxySQL node, Monitor's writer A (as the first
-    node places it), each node's writers, the pinned sessions, and per answering node (node, runtime, memory,
-    variables, the planner's own read); then the cluster (ClusterRead: backends, lock, pending rows)."""
+    node places it), each node's writers, the answering nodes (NativeNode, in node order) and the unreachable ones
+    ("name: why"); then the cluster (ClusterRead: backends, lock, pending rows)."""
 
     nodes: list
-    A: object = None
+    A: Server | None = None
     writers: dict = field(default_factory=dict)
     unreachable: list = field(default_factory=list)
-    answered: list = field(default_factory=list)
-    tally: SessionTally = field(default_factory=SessionTally)
-    autoinc_values: dict = field(default_factory=dict)
-    facts: dict = field(default_factory=lambda: {"nodes": {}})
+    answered: list[NativeNode] = field(default_factory=list)
     cluster: ClusterRead | None = None  # the backends, the lock, pending rows (read after the nodes)
 
 
 def read_native_nodes(cluster, B, variable_names, writer_status, more):
-    """Read every node once (at an operation's start, through the executor's open connection). writer_status(status)
-    says which status counts as a writer in the writer hostgroup; more(node, admin, runtime, memory, variables, A) is
-    the planner's own read on the same connection."""
+    """Read every node once (at an operation's start, through the executor's open connection), then the cluster: the
+    only part of a native plan that reads anything. writer_status(status) says which status counts as a writer in
+    the writer hostgroup; more(node, admin, runtime, memory, variables, A) is the planner's own read on the same
+    connection: (its manager's rows, the node's statements or None)."""
     W = cluster.writer_hostgroup
     read = NativeRead(list(cluster.proxysql_nodes.order_by("pk")))
     for node in read.nodes:
@@ -285,23 +307,84 @@ def read_native_nodes(cluster, B, variable_names, writer_status, more):
                     read.A = cluster.servers.filter(hostname=placed[0][0], port=placed[0][1]).first()
                 A = read.A
                 sessions = pinned_sessions(admin.processlist(), W, A.hostname, A.port) if A else []
-                own = more(node, admin, runtime, memory, variables, A)
+                own, statements = more(node, admin, runtime, memory, variables, A)
         except ClientError as exc:
             read.unreachable.append(f"{node.name}: {exc.message}")
             continue
-        read.answered.append((node, runtime, memory, variables, own))
-        read.autoinc_values[node.pk] = variables.get(AUTOINC)
-        read.tally.add(node, sessions, variables)
-        read.facts["nodes"][str(node.pk)] = {
-            "name": node.name,
-            "pinned": sessions,
-            "autoinc": variables.get(AUTOINC),
-            "processlist_extended": variables.get(EXTENDED),
-            "shunned": [],
-            "writers": read.writers[node.name],
-        }
+        read.answered.append(NativeNode(node, runtime, memory, variables, sessions, own, statements))
     read.cluster = read_cluster(cluster)
     return read
+
+
+def monitor_on(variables):
+    return str(variables.get(MONITOR_ENABLED)).lower() in ("true", "1")
+
+
+def native_facts(read):
+    """The facts of every answering node, and its pinned sessions counted (SessionTally), from the read alone."""
+    facts, tally = {"nodes": {}}, SessionTally()
+    for n in read.answered:
+        tally.add(n.node, n.sessions, n.variables)
+        facts["nodes"][str(n.node.pk)] = {
+            "name": n.node.name,
+            "pinned": n.sessions,
+            "autoinc": n.variables.get(AUTOINC),
+            "processlist_extended": n.variables.get(EXTENDED),
+            "shunned": [],
+            "writers": read.writers[n.node.name],
+        }
+    return facts, tally
+
+
+def native_guards(
+    cluster,
+    B,
+    read,
+    own,
+    managed,
+    manager_said,
+    unmanaged,
+    *,
+    drain_timeout_ms,
+    on_timeout,
+    longer_timeout,
+    lower_autoinc,
+):
+    """The judgement both native planners share (a writer placed: read.A), from the read alone: writer_guards, the
+    planner's `own` guards, no unloaded edits in `managed`, then every switchover's (shared_guards) with the
+    native_manager guard (`manager_said`; the nodes in `unmanaged` fail it). (guards, facts, lower_autoinc)."""
+    facts, tally = native_facts(read)
+    pending_edits = [said for n in read.answered for said in _pending(n.node, n.runtime, n.memory, managed)]
+    guards = writer_guards(cluster, read, B) + own
+    guards.append(
+        Guard(
+            "no_pending_edits",
+            "No unloaded mysql_servers edits on any node (they would be loaded too)",
+            not pending_edits,
+            "; ".join(pending_edits) or "none",
+        )
+    )
+    manager = Guard(
+        "native_manager",
+        manager_said,
+        not unmanaged,
+        f"not on {', '.join(unmanaged)}" if unmanaged else "yes",
+        False,
+    )
+    more, lower_autoinc = shared_guards(
+        cluster,
+        read.A,
+        B,
+        tally,
+        facts,
+        manager,
+        read.cluster,
+        drain_timeout_ms=drain_timeout_ms,
+        on_timeout=on_timeout,
+        longer_timeout=longer_timeout,
+        lower_autoinc=lower_autoinc,
+    )
+    return guards + more, facts, lower_autoinc
 
 
 def writer_guards(cluster, read, B):
@@ -345,9 +428,15 @@ def writer_guards(cluster, read, B):
     ]
 
 
-def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, drain_said):
+def per_node(read, part):
+    """One part of every planned node's statements, as a step's nodes."""
+    return {str(n.node.pk): {"name": n.node.name, **n.statements[part]} for n in read.answered if n.statements}
+
+
+def drain_steps(read, lower_autoinc, W, drain_timeout_ms, on_timeout, drain_said):
     """The steps both native switchovers open with: [lower the auto-increment delay] -> drain A -> wait for its
     ConnUsed 0 in the writer hostgroup on every node."""
+    A = read.A
     steps = []
     if lower_autoinc:
         steps.append(
@@ -355,10 +444,10 @@ def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, dra
                 "autoinc_off",
                 f"Lower {AUTOINC} to 0 for the drain (sessions release the old writer)",
                 PROXYSQL,
-                per_node("autoinc_off"),
+                per_node(read, "autoinc_off"),
             )
         )
-    steps.append(Step("drain", drain_said, PROXYSQL, per_node("drain")))
+    steps.append(Step("drain", drain_said, PROXYSQL, per_node(read, "drain")))
     steps.append(
         Step(
             "wait_drain",
@@ -369,11 +458,67 @@ def drain_steps(per_node, lower_autoinc, A, W, drain_timeout_ms, on_timeout, dra
                 "timeout_ms": drain_timeout_ms,
                 "poll_ms": DRAIN_POLL_MS,
                 "on_timeout": on_timeout,
-                "offline_hard": per_node("offline_hard"),
+                "offline_hard": per_node(read, "offline_hard"),
             },
         )
     )
     return steps
+
+
+def wait_monitor_step(read, B, W, said, monitor_timeout_ms, **more):
+    """The wait for Monitor's placement of B in writer hostgroup W on every node (wait_monitor below); `more`: the
+    Galera manager's old_marked."""
+    A = read.A
+    return Step(
+        "wait_monitor",
+        said,
+        WAIT_MONITOR,
+        params={
+            "writer_hostgroup": W,
+            "new": [B.hostname, B.port],
+            "old": [A.hostname, A.port],
+            **more,
+            "names": {str(n.pk): n.name for n in read.nodes},
+            "timeout_ms": monitor_timeout_ms,
+            "poll_ms": PLACEMENT_POLL_MS,
+        },
+    )
+
+
+def closing_steps(read, managed, lower_autoinc, memory_back_said, verify_said, record_writer):
+    """The steps both native switchovers end with: memory back (the point of no return) -> verify memory ->
+    [restore the auto-increment delay] -> record_writer."""
+    steps = [
+        Step("memory_back", memory_back_said, PROXYSQL, per_node(read, "memory_back"), point_of_no_return=True),
+        Step(
+            "verify_memory",
+            verify_said,
+            VERIFY,
+            params={
+                "rows": {str(n.node.pk): n.statements["configured"] for n in read.answered if n.statements},
+                "hostgroups": sorted(managed),
+                "variables": {},
+                "layer": "memory",
+            },
+        ),
+    ]
+    if lower_autoinc:
+        steps.append(Step("autoinc_restore", f"Restore {AUTOINC}", PROXYSQL, per_node(read, "autoinc_restore")))
+    return steps + [record_writer]
+
+
+def native_options(read, B, drain_timeout_ms, on_timeout, lower_autoinc, monitor_timeout_ms):
+    """The options both native switchovers store (planned again at start with them)."""
+    return {
+        "drain_timeout_ms": drain_timeout_ms,
+        "on_timeout": on_timeout,
+        "lower_autoinc": lower_autoinc,
+        "old_writer_to": "reader",
+        "new_writer": B.pk,
+        "old_writer": read.A.pk,
+        "monitor_timeout_ms": monitor_timeout_ms,
+        "autoinc_values": {str(n.node.pk): n.variables.get(AUTOINC) for n in read.answered},
+    }
 
 
 def _pending(node, runtime, memory, managed):

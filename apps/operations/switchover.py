@@ -65,11 +65,30 @@ def current_writer(cluster):
     )
 
 
-def backend_guards(cluster, server, state, prefix, source=None):
+def replica_of(client):
+    """A backend's SHOW REPLICA STATUS as backend_guards judges it: {} when it is no replica, {"error": why} when
+    the read failed."""
+    try:
+        return client.replica_status() or {}
+    except ClientError as exc:
+        return {"error": exc.message}
+
+
+def read_replica(server):
+    """replica_of() on a connection of its own (the error of opening it said the same way)."""
+    try:
+        with BackendClient.for_server(server) as client:
+            return replica_of(client)
+    except ClientError as exc:
+        return {"error": exc.message}
+
+
+def backend_guards(cluster, server, state, prefix, source=None, replica=None):
     """What a backend must be before it takes traffic (a switchover's new writer, a server back from
     maintenance). Galera: Synced, in the Primary component, wsrep_ready, its receive queue within the cluster's
     limit. Async: its replication threads running (from `source` when given) and its lag within the limit.
-    `state` is its BackendClient.state() or the ClientError that read raised."""
+    `state` is its BackendClient.state() or the ClientError that read raised; `replica` (async) its replica_of()
+    read beside it: the guards read nothing."""
     if isinstance(state, ClientError) or state is None:
         return [
             Guard(f"{prefix}_reachable", f"{server} answers", False, getattr(state, "message", "not polled"), False)
@@ -98,11 +117,7 @@ def backend_guards(cluster, server, state, prefix, source=None):
         ]
     if cluster.kind != ClusterKind.ASYNC:
         return []
-    try:
-        with BackendClient.for_server(server) as client:
-            replica = client.replica_status() or {}
-    except ClientError as exc:
-        replica = {"error": exc.message}
+    replica = replica or {}
     lag = replica.get("Seconds_Behind_Master")
     guards = []
     if source is not None:
@@ -282,19 +297,23 @@ class ClusterRead:
     backends: dict
     holder: str | None
     pending: Guard
+    replicas: dict = field(default_factory=dict)  # async: {server pk: replica_of()} read on the state's connection
 
 
 def read_cluster(cluster):
-    """Every backend of the cluster read once, then the cluster's lock and pending rows."""
+    """Every backend of the cluster read once (an async one's replica status too), then the cluster's lock and
+    pending rows."""
     servers = list(cluster.servers.order_by("hostname", "port"))
-    states = {}
+    states, replicas = {}, {}
     for server in servers:
         try:
             with BackendClient.for_server(server) as client:
                 states[server.pk] = client.state()
+                if cluster.kind == ClusterKind.ASYNC:
+                    replicas[server.pk] = replica_of(client)
         except ClientError as exc:
             states[server.pk] = exc
-    return ClusterRead(servers, states, current_holder(cluster), pending_rows.guard(cluster))
+    return ClusterRead(servers, states, current_holder(cluster), pending_rows.guard(cluster), replicas)
 
 
 @dataclass
@@ -530,7 +549,7 @@ def shared_guards(
     `facts`. Returns (guards, lower_autoinc resolved)."""
     facts.update(pinned_total=tally.total, pinned_reasons=dict(tally.reasons), old_writer=str(A), new_writer=str(B))
     states, servers = read.backends, read.servers
-    guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A)
+    guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A, replica=read.replicas.get(B.pk))
     if cluster.kind == ClusterKind.ASYNC:
         guards.append(
             Guard(

@@ -16,12 +16,13 @@ from apps.audit.models import AuditEvent
 from apps.configuration.services import add_edit, latest, start_change_set
 from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import ProxySQLNode, Server
+from apps.operations import native_galera_switchover
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
 from lab import demo
 
 from .conftest import query, run_plan, wait_for
-from .test_switchover_native_replication import Writer
+from .test_switchover_native_replication import Writer, check_reads_once
 
 pytestmark = pytest.mark.django_db
 
@@ -311,3 +312,24 @@ def test_a_change_set_rolled_back_loads_monitors_placement_back_on_a_galera_mana
     for node in nodes:
         native.wait_placed(node, 3311)
     assert [(runtime(node), layers(node)) for node in nodes] == before
+
+
+def test_the_galera_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    proxysql_double_factory, galera_healthy, django_assert_num_queries
+):
+    """Issue 35 item 5, as the switchover's: read_galera_switchover reads every node and backend once; galera_guards
+    and galera_steps make no query and open no connection (both nodes refusing), and give plan_galera_switchover's
+    guards, facts, steps and options."""
+    nodes = proxysql_double_factory(2)
+    check_reads_once(
+        nodes,
+        natively_managed(nodes),
+        Server.objects.get(port=3312),
+        (
+            native_galera_switchover.read_galera_switchover,
+            native_galera_switchover.galera_guards,
+            native_galera_switchover.galera_steps,
+        ),
+        django_assert_num_queries,
+        catchup_timeout_ms=2000,
+    )

@@ -20,6 +20,8 @@ from apps.audit.models import AuditEvent
 from apps.configuration.services import add_edit, start_change_set
 from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.operations import native_switchover
+from apps.operations.choices import OnDrainTimeout
 from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
 from lab import demo
@@ -422,3 +424,68 @@ def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_rea
     check_change_set_after_switchover(
         [real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)], replication_healthy, operator_user
     )
+
+
+def test_the_replication_planner_reads_once_then_judges_and_builds_from_the_read_alone(
+    proxysql_double_factory, replication_healthy, django_assert_num_queries
+):
+    """Issue 35 item 5, as the switchover's: read_replication_switchover reads every node and backend once;
+    replication_guards and replication_steps make no query and open no connection (both nodes refusing), and give
+    plan_native_switchover's guards, facts, steps and options."""
+    nodes = proxysql_double_factory(2)
+    check_reads_once(
+        nodes,
+        natively_managed(nodes),
+        Server.objects.get(port=3322),
+        (
+            native_switchover.read_replication_switchover,
+            native_switchover.replication_guards,
+            native_switchover.replication_steps,
+        ),
+        django_assert_num_queries,
+    )
+
+
+def check_reads_once(nodes, cluster, B, parts, django_assert_num_queries, **build_options):
+    """A native planner's three parts (read, judge, build): the read reads every node and backend; the judge and the
+    build, with every node refusing connections, make no query, and give the planner's plan."""
+    read_switchover, judge, build = parts
+    read = read_switchover(cluster, B)
+    assert read.A and [n.node.pk for n in read.answered] == [n.pk for n in read.nodes]
+    assert all(n.own and n.statements for n in read.answered) and len(read.cluster.backends) == 3
+    drain_timeout_ms, on_timeout = cluster.drain_timeout_ms, OnDrainTimeout.ROLLBACK
+    for node in nodes:
+        node.set_mode("refuse")
+    try:
+        with django_assert_num_queries(0):
+            guards, facts, lower, monitor_timeout_ms = judge(
+                cluster,
+                B,
+                read,
+                drain_timeout_ms=drain_timeout_ms,
+                on_timeout=on_timeout,
+                longer_timeout=False,
+                lower_autoinc=None,
+                monitor_timeout_ms=None,
+            )
+            steps = build(
+                cluster,
+                B,
+                read,
+                lower_autoinc=lower,
+                drain_timeout_ms=drain_timeout_ms,
+                on_timeout=on_timeout,
+                monitor_timeout_ms=monitor_timeout_ms,
+                **build_options,
+            )
+            options = native_switchover.native_options(read, B, drain_timeout_ms, on_timeout, lower, monitor_timeout_ms)
+    finally:
+        for node in nodes:
+            node.set_mode("normal")
+    plan = plan_switchover(cluster, B)
+    assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
+    assert [(g.key, g.passed, g.value) for g in guards] == [(g.key, g.passed, g.value) for g in plan.guards]
+    assert [(s.key, s.title, s.nodes, s.params) for s in steps] == [
+        (s.key, s.title, s.nodes, s.params) for s in plan.steps
+    ]
+    assert facts == plan.facts and options == plan.options
