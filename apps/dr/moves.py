@@ -20,6 +20,7 @@ statement it sent.
 """
 
 import time
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
@@ -123,14 +124,53 @@ def _can_reset(server):
         return f"could not read its grants: {exc.message}"
 
 
-def plan_move(
-    channel, *, new_source=None, new_replica=None, reason="planned", evidence=None, verify_timeout_s=VERIFY_TIMEOUT_S
-):
-    """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers)."""
+@dataclass
+class MoveRead:
+    """Everything a move plan reads, before it judges: each end probed once (probes: {server pk: _probe()}), the
+    source read again until it reaches what the replica side applied (SOURCE_CATCH_UP_S), the candidates, whether
+    a rollback could remove the channel from a new replica (can_undo: None when not asked), and the replica's
+    statements rendered with its driver's escaping (point: (sql, rollback), None when it does not answer; the
+    secrets' places in placed)."""
+
+    channel: ReplicationChannel
+    old_source: Server
+    old_replica: Server
+    source: Server
+    replica: Server
+    replica_cluster: str
+    probes: dict
+    domain: int | None
+    applied_pos: str
+    applied: int | None
+    source_has: int | None
+    candidates: dict
+    can_undo: bool | str | None = None
+    point: tuple | None = None
+    placed: dict = field(default_factory=dict)
+
+    @property
+    def moving_replica(self):
+        return self.replica.pk != self.old_replica.pk
+
+    @property
+    def src(self):
+        return self.probes[self.source.pk]
+
+    @property
+    def rep(self):
+        return self.probes[self.replica.pk]
+
+    @property
+    def old_rep(self):
+        return self.probes[self.old_replica.pk]
+
+
+def read_move(channel, *, new_source=None, new_replica=None):
+    """The read: the channel's ends and the new ones (network), the candidates (database), the replica's
+    statements rendered by its driver. The only part of the plan that reads anything."""
     old_source, old_replica = channel.source_server, channel.replica_server
     source = new_source or old_source
     replica = new_replica or old_replica
-    moving_replica = replica.pk != old_replica.pk
     # The replica side first, the source after it: a source node may lag its cluster by a few write-sets.
     probes = {s.pk: _probe(s) for s in (old_replica, replica, old_source, source)}
     src, rep, old_rep = probes[source.pk], probes[replica.pk], probes[old_replica.pk]
@@ -148,8 +188,58 @@ def plan_move(
         time.sleep(0.02)  # a Galera node applies what its cluster ordered within moments: read it again
         src = probes[source.pk] = _probe(source)
         source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] else None
-    candidates = {side: {s.pk for s, _ in channel.candidates_for(side)} for side in (SOURCE, REPLICA)}
+    read = MoveRead(
+        channel=channel,
+        old_source=old_source,
+        old_replica=old_replica,
+        source=source,
+        replica=replica,
+        replica_cluster=str(replica.cluster),
+        probes=probes,
+        domain=domain,
+        applied_pos=applied_pos,
+        applied=applied,
+        source_has=source_has,
+        candidates={side: channel.candidates_for(side) for side in (SOURCE, REPLICA)},
+    )
+    if read.moving_replica and rep["ok"] and not rep["native"]:
+        read.can_undo = _can_reset(replica)
+    if rep["ok"]:  # rendering needs the node's driver (its escaping): the node must answer
+        with BackendClient.for_server(replica) as client:
+            read.point = _point_statements(read, lambda sql, params=(): place(client.render, sql, params, read.placed))
+    return read
 
+
+def _point_statements(read, render):
+    """(sql, rollback) pointing the replica at the source, rendered by `render` (the replica's driver)."""
+    channel, source, rep = read.channel, read.source, read.rep
+    if rep["native"]:
+        # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
+        was_on, previous = rep["native_sources"]
+        return native.configure(
+            render,
+            rep["version"],
+            source=(source.hostname, source.port),
+            candidates=[(s.hostname, s.port, w) for s, w in read.candidates[SOURCE]],
+            user=channel.replication_user,
+            password=Secret(secret_ref(channel)),
+            previous=previous,
+            was_on=was_on,
+        )
+    change = [_change_master(render, source, channel)]
+    if read.moving_replica:
+        undo = ["STOP SLAVE", "RESET SLAVE ALL"]
+    else:
+        undo = ["STOP SLAVE", _change_master(render, read.old_source, channel), "START SLAVE"]
+    return ["STOP SLAVE", *change, "START SLAVE"], undo
+
+
+def move_guards(read, *, reason, evidence):
+    """The judgement, from the read alone: (guards, facts)."""
+    source, replica, old_replica = read.source, read.replica, read.old_replica
+    src, rep, old_rep = read.src, read.rep, read.old_rep
+    applied, source_has, domain = read.applied, read.source_has, read.domain
+    candidates = {side: {s.pk for s, _ in read.candidates[side]} for side in (SOURCE, REPLICA)}
     guards = [
         Guard(
             "source_synced",
@@ -171,16 +261,16 @@ def plan_move(
             "yes" if rep["synced_primary"] else (rep["error"] or "not Synced/Primary"),
         ),
     ]
-    if new_source is not None and new_source.pk != old_source.pk:
+    if source.pk != read.old_source.pk:
         guards.append(
             Guard(
                 "source_candidate",
-                f"{new_source} is a source candidate of the channel",
-                new_source.pk in candidates[SOURCE],
-                "yes" if new_source.pk in candidates[SOURCE] else "no",
+                f"{source} is a source candidate of the channel",
+                source.pk in candidates[SOURCE],
+                "yes" if source.pk in candidates[SOURCE] else "no",
             )
         )
-    if moving_replica:
+    if read.moving_replica:
         busy = (
             rep["ok"] and rep["channel"] and (rep["channel"].io_running == "Yes" or rep["channel"].sql_running == "Yes")
         )
@@ -200,121 +290,88 @@ def plan_move(
             ),
         ]
 
-    steps = []
-    client_for = {}
-    placed = {}  # where the statements hold the replication password (Plan.secrets)
-
-    def render(server):  # rendering needs the node's driver (its escaping): the node must answer
-        if server.pk not in client_for:
-            client_for[server.pk] = BackendClient.for_server(server)
-        return lambda sql, params=(): place(client_for[server.pk].render, sql, params, placed)
-
     facts = {
         "reason": reason,
         "evidence": evidence or {},
         "domain": domain,
-        "applied_at_plan": applied_pos,
+        "applied_at_plan": read.applied_pos,
         "source_binlog_pos": src["binlog_pos"],
     }
-    if moving_replica and rep["ok"] and not rep["native"]:
+    if read.can_undo is not None and read.can_undo is not True:
         # Said, not a guard: the move itself needs no RELOAD, and a failover must not wait for a grant.
-        can_undo = _can_reset(replica)
-        if can_undo is not True:
-            facts["replica_undo"] = (
-                f"a rollback could not remove the channel from {replica} again: RESET SLAVE ALL "
-                f"needs RELOAD, and the console's user there "
-                f"{'lacks it (GRANT RELOAD ON *.*)' if can_undo is False else can_undo}"
-            )
-    try:
-        if moving_replica:
-            if old_rep["ok"]:
-                steps.append(
-                    _sql_step(
-                        "stop_old_replica",
-                        f"stop the channel on the old replica {old_replica}",
-                        old_replica,
-                        ["STOP SLAVE"],
-                        ["START SLAVE"],
-                    )
-                )
-            else:
-                facts["old_replica"] = (
-                    f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
-                    "stays; with skip_slave_start it will not start by itself when it returns"
-                )
-                if rep["galera"] and old_replica.cluster_id == replica.cluster_id:
-                    steps.append(
-                        Step(
-                            key="evicted",
-                            title=f"{replica}'s Galera view no longer counts {old_replica}, which does not "
-                            f"answer (waited for, up to {EVICTION_WAIT_S} s): its cluster commits again",
-                            kind=CHANNEL_EVICTED,
-                            params={
-                                "server": replica.pk,
-                                "name": str(replica),
-                                "dead": f"{old_replica.hostname}:{old_replica.port}",
-                                "timeout_s": EVICTION_WAIT_S,
-                            },
-                        )
-                    )
-            if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
-                steps.append(
-                    Step(
-                        key="position",
-                        title=f"{replica} starts from what {replica.cluster} has applied in domain {domain}",
-                        kind=CHANNEL_POSITION,
-                        params={
-                            "server": replica.pk,
-                            "name": str(replica),
-                            "domain": domain,
-                            "after": old_replica.pk if old_rep["ok"] else None,
-                            "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
-                            "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"],
-                        },
-                    )
-                )
-        if rep["ok"] and rep["native"]:
-            # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
-            was_on, previous = rep["native_sources"]
-            sql, undo = native.configure(
-                render(replica),
-                rep["version"],
-                source=(source.hostname, source.port),
-                candidates=[(s.hostname, s.port, w) for s, w in channel.candidates_for(SOURCE)],
-                user=channel.replication_user,
-                password=Secret(secret_ref(channel)),
-                previous=previous,
-                was_on=was_on,
-            )
-            facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
+        facts["replica_undo"] = (
+            f"a rollback could not remove the channel from {replica} again: RESET SLAVE ALL "
+            f"needs RELOAD, and the console's user there "
+            f"{'lacks it (GRANT RELOAD ON *.*)' if read.can_undo is False else read.can_undo}"
+        )
+    if read.moving_replica and not old_rep["ok"]:
+        facts["old_replica"] = (
+            f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
+            "stays; with skip_slave_start it will not start by itself when it returns"
+        )
+    if rep["ok"] and rep["native"]:
+        facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
+    return guards, facts
+
+
+def move_steps(read, *, verify_timeout_s):
+    """The steps, from the read alone (the replica's statements rendered in it)."""
+    channel, source, replica = read.channel, read.source, read.replica
+    old_source, old_replica = read.old_source, read.old_replica
+    rep, old_rep, domain = read.rep, read.old_rep, read.domain
+    steps = []
+    if read.moving_replica:
+        if old_rep["ok"]:
             steps.append(
                 _sql_step(
-                    "point",
-                    f"{replica} replicates from {source} by GTID auto-positioning, with "
-                    "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)",
-                    replica,
-                    sql,
-                    undo,
+                    "stop_old_replica",
+                    f"stop the channel on the old replica {old_replica}",
+                    old_replica,
+                    ["STOP SLAVE"],
+                    ["START SLAVE"],
                 )
             )
-        elif rep["ok"]:
-            change = [_change_master(render(replica), source, channel)]
-            if moving_replica:
-                undo = ["STOP SLAVE", "RESET SLAVE ALL"]
-            else:
-                undo = ["STOP SLAVE", _change_master(render(replica), old_source, channel), "START SLAVE"]
+        elif rep["galera"] and old_replica.cluster_id == replica.cluster_id:
             steps.append(
-                _sql_step(
-                    "point",
-                    f"{replica} replicates from {source} by GTID (slave_pos)",
-                    replica,
-                    ["STOP SLAVE", *change, "START SLAVE"],
-                    undo,
+                Step(
+                    key="evicted",
+                    title=f"{replica}'s Galera view no longer counts {old_replica}, which does not "
+                    f"answer (waited for, up to {EVICTION_WAIT_S} s): its cluster commits again",
+                    kind=CHANNEL_EVICTED,
+                    params={
+                        "server": replica.pk,
+                        "name": str(replica),
+                        "dead": f"{old_replica.hostname}:{old_replica.port}",
+                        "timeout_s": EVICTION_WAIT_S,
+                    },
                 )
             )
-    finally:
-        for c in client_for.values():
-            c.close()
+        if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
+            steps.append(
+                Step(
+                    key="position",
+                    title=f"{replica} starts from what {read.replica_cluster} has applied in domain {domain}",
+                    kind=CHANNEL_POSITION,
+                    params={
+                        "server": replica.pk,
+                        "name": str(replica),
+                        "domain": domain,
+                        "after": old_replica.pk if old_rep["ok"] else None,
+                        "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
+                        "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"],
+                    },
+                )
+            )
+    if read.point is not None:
+        sql, undo = read.point
+        if rep["native"]:
+            title = (
+                f"{replica} replicates from {source} by GTID auto-positioning, with "
+                "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)"
+            )
+        else:
+            title = f"{replica} replicates from {source} by GTID (slave_pos)"
+        steps.append(_sql_step("point", title, replica, sql, undo))
     steps.append(
         Step(
             key="verify",
@@ -345,11 +402,23 @@ def plan_move(
             },
         )
     )
+    return steps
+
+
+def plan_move(
+    channel, *, new_source=None, new_replica=None, reason="planned", evidence=None, verify_timeout_s=VERIFY_TIMEOUT_S
+):
+    """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers): read
+    (read_move), judge (move_guards) and build (move_steps), the last two from the read alone."""
+    read = read_move(channel, new_source=new_source, new_replica=new_replica)
+    guards, facts = move_guards(read, reason=reason, evidence=evidence)
+    steps = move_steps(read, verify_timeout_s=verify_timeout_s)
+    source, replica = read.source, read.replica
     what = []
-    if source.pk != old_source.pk:
-        what.append(f"source {old_source} -> {source}")
-    if moving_replica:
-        what.append(f"replica {old_replica} -> {replica}")
+    if source.pk != read.old_source.pk:
+        what.append(f"source {read.old_source} -> {source}")
+    if read.moving_replica:
+        what.append(f"replica {read.old_replica} -> {replica}")
     title = f"channel {channel.name}: {', '.join(what) or 'restart in place'} ({reason})"
     return Plan(
         kind=CHANNEL_MOVE,
@@ -358,7 +427,7 @@ def plan_move(
         guards=guards,
         steps=steps,
         facts=facts,
-        secrets=placed,
+        secrets=read.placed,
         options={
             "channel": channel.pk,
             "new_source": source.pk,

@@ -2,6 +2,7 @@
 the replica node dies, a move that cannot verify rolls back. After each, both clusters' data and GTID
 positions are compared: no transaction lost, none applied twice."""
 
+import inspect
 import time
 
 import pytest
@@ -260,3 +261,39 @@ def test_failback_only_when_the_policy_asks_and_the_preferred_source_stayed_sync
     assert load.committed > 20, (load.committed, load.uncertain, load.errors[-3:])
     result = compare(dr_healthy)
     assert result.identical, result.line()
+
+
+def test_the_planner_reads_once_then_judges_and_builds_from_the_read_alone(dr_inventory, django_assert_num_queries):
+    """Issue 35 item 5: plan_move is read (read_move: every end probed, the candidates, the replica's statements
+    rendered by its driver), judge (move_guards) and build (move_steps); the judge and the build make no query and
+    take nothing but the read and the plan's options (no client, no server to open one to), and they give the
+    plan plan_move gives. (The lab's backends are not made unreachable meanwhile: its nodes are shared.)"""
+    channel, dc1, dc2 = dr_inventory
+    new_source = next(s for s in dc1 if s.pk != channel.source_server_id)
+    new_replica = next(s for s in dc2 if s.pk != channel.replica_server_id)
+    read = moves.read_move(channel, new_source=new_source, new_replica=new_replica)
+    assert set(read.probes) == {s.pk for s in (channel.source_server, channel.replica_server, new_source, new_replica)}
+    assert all(p["ok"] for p in read.probes.values()) and read.point is not None and read.placed
+    assert list(inspect.signature(moves.move_guards).parameters) == ["read", "reason", "evidence"]
+    assert list(inspect.signature(moves.move_steps).parameters) == ["read", "verify_timeout_s"]
+    with django_assert_num_queries(0):
+        guards, facts = moves.move_guards(read, reason="planned move", evidence=None)
+        steps = moves.move_steps(read, verify_timeout_s=moves.VERIFY_TIMEOUT_S)
+    plan = moves.plan_move(channel, new_source=new_source, new_replica=new_replica, reason="planned move")
+    assert [(g.key, g.passed) for g in guards] == [(g.key, g.passed) for g in plan.guards]
+    assert [g.key for g in guards] == [
+        "source_synced",
+        "source_has_position",
+        "replica_synced",
+        "source_candidate",
+        "replica_candidate",
+        "replica_free",
+    ]
+    assert [(s.key, s.kind, s.params) for s in steps] == [(s.key, s.kind, s.params) for s in plan.steps]
+    assert [s.key for s in steps] == ["stop_old_replica", "position", "point", "verify", "record"]
+    assert read.placed == plan.secrets
+
+    def without_positions(facts):  # what each read saw of the binlogs (a write may land between two reads)
+        return {k: v for k, v in facts.items() if k not in ("applied_at_plan", "source_binlog_pos")}
+
+    assert facts.keys() == plan.facts.keys() and without_positions(facts) == without_positions(plan.facts)
