@@ -14,7 +14,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar, overload
 
 from .tables import (
     BY_NAME,
@@ -49,7 +49,7 @@ class EditError(ValueError):
     """An edit that cannot be applied to this content: which one and why, in the operator's terms."""
 
 
-def is_secret(value: object) -> bool:
+def is_secret(value: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and "secret" in value
 
 
@@ -58,6 +58,10 @@ def mysql_native_hash(cleartext: str) -> str:
     return "*" + hashlib.sha1(hashlib.sha1(cleartext.encode("utf-8")).digest()).hexdigest().upper()
 
 
+@overload
+def password_hash(value: str) -> str: ...
+@overload
+def password_hash(value: None) -> None: ...
 def password_hash(value: str | None) -> str | None:
     """A mysql_users password as its hash (ProxySQL keeps what was written: cleartext or hash)."""
     if value is None or value == "":
