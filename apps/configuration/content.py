@@ -12,7 +12,9 @@ user's, or a password variable) is {"secret": ref}: the value lives in ConfigSec
 
 import hashlib
 import hmac
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard, TypeVar, overload
 
 from .tables import (
     BY_NAME,
@@ -22,7 +24,9 @@ from .tables import (
     SCHEDULER,
     TABLES,
     VARIABLES,
+    Row,
     RowError,
+    Table,
     check_row,
     typed_row,
 )
@@ -32,21 +36,33 @@ from .variables import same as same_variable
 
 ROLE_KEYS = ("writer", "reader", "backup_writer", "offline")
 
+# A configuration (a version's content): "roles", "hostgroups", each table's rows by TABLES' names, VARIABLES. A dict
+# read by a table's name held in a variable (no TypedDict key), its rows' values each column's type (tables.Row).
+Content = dict[str, Any]
+# An edit as a change set stores it (JSON): "op" and, by op, "roles", or "table" with "row"/"key", or "name"/"value".
+Edit = Mapping[str, Any]
+Key = tuple[Any, ...]  # a row's key (Table.key_of)
+T = TypeVar("T")
+
 
 class EditError(ValueError):
     """An edit that cannot be applied to this content: which one and why, in the operator's terms."""
 
 
-def is_secret(value):
+def is_secret(value: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and "secret" in value
 
 
-def mysql_native_hash(cleartext):
+def mysql_native_hash(cleartext: str) -> str:
     """The password hash mysql_native_password stores, which ProxySQL accepts in mysql_users."""
     return "*" + hashlib.sha1(hashlib.sha1(cleartext.encode("utf-8")).digest()).hexdigest().upper()
 
 
-def password_hash(value):
+@overload
+def password_hash(value: str) -> str: ...
+@overload
+def password_hash(value: None) -> None: ...
+def password_hash(value: str | None) -> str | None:
     """A mysql_users password as its hash (ProxySQL keeps what was written: cleartext or hash)."""
     if value is None or value == "":
         return value
@@ -55,21 +71,21 @@ def password_hash(value):
     return mysql_native_hash(value)
 
 
-def same_secret(resolve):
+def same_secret(resolve: Callable[[str], str | None]) -> Callable[[Any, Any], bool]:
     """The one "same secret" check, as diff(same_secret=) takes it: two values, each a secret reference or a value
     read from a node, hold the same password. `resolve`: a reference -> its stored value (None when unknown), e.g.
     a plan's collector.value or the cluster's known secrets' .get."""
 
-    def value(v):
+    def value(v: Any) -> Any:
         return resolve(v["secret"]) if is_secret(v) else v
 
-    def same(a, b):
+    def same(a: Any, b: Any) -> bool:
         return secrets_match(value(a), value(b))
 
     return same
 
 
-def secrets_match(a, b):
+def secrets_match(a: str | None, b: str | None) -> bool:
     """Two passwords are the same when equal, or when their mysql_native_password hashes are (a node keeps what
     was written: clear text or hash). In constant time (hmac.compare_digest): how long the check takes says
     nothing of how much of a password matched. Nothing (None, "") matches only nothing of the same kind."""
@@ -80,47 +96,50 @@ def secrets_match(a, b):
     return as_written or as_hashed
 
 
-def _constant_time_equal(a, b):
+def _constant_time_equal(a: object, b: object) -> bool:
     return hmac.compare_digest(str(a).encode("utf-8"), str(b).encode("utf-8"))
 
 
-def shown(value, secret=False):
+def shown(value: T, secret: bool = False) -> T | str:
     """A value as the pages show it: a secret reference as (secret), and so a password read from a node (clear
     text or hash alike, `secret`)."""
     return "(secret)" if is_secret(value) or (secret and value not in (None, "")) else value
 
 
-def is_hashed(value):
+def is_hashed(value: str) -> bool:
     """A mysql_users password written as its mysql_native_password hash (else it is clear text)."""
     return len(value) == 41 and value.startswith("*")
 
 
-def empty():
+def empty() -> Content:
     return {"roles": {}, "hostgroups": [], **{t.name: [] for t in TABLES}, VARIABLES: {}}
 
 
-def sort(content):
+def sort(content: Mapping[str, Any]) -> Content:
     """Rows in key order, hostgroups sorted: a canonical form, so equal configurations compare equal."""
-    out = {"roles": dict(content.get("roles") or {}), "hostgroups": sorted(set(content.get("hostgroups") or []))}
+    out: Content = {
+        "roles": dict(content.get("roles") or {}),
+        "hostgroups": sorted(set(content.get("hostgroups") or [])),
+    }
     for table in TABLES:
         out[table.name] = sorted(content.get(table.name) or [], key=lambda r, t=table: sort_key(t.key_of(r)))
     out[VARIABLES] = dict(sorted((content.get(VARIABLES) or {}).items()))
     return out
 
 
-def sort_key(key):
+def sort_key(key: Iterable[object]) -> tuple[tuple[int, object], ...]:
     return tuple((0, v) if isinstance(v, int) else (1, str(v)) for v in key)
 
 
-def index(content, table):
+def index(content: Mapping[str, Any], table: Table) -> dict[Key, Row]:
     return {table.key_of(r): r for r in content.get(table.name) or []}
 
 
-def in_scope(table, row, hostgroups):
+def in_scope(table: Table, row: Row, hostgroups: Collection[int]) -> bool:
     return not table.scoped_by or row[table.scoped_by] in hostgroups
 
 
-def claimed_hostgroups(content):
+def claimed_hostgroups(content: Mapping[str, Any]) -> set[int]:
     """The cluster's hostgroups: its roles, what it claims, and every hostgroup its servers are in."""
     roles = content.get("roles") or {}
     native = {
@@ -139,7 +158,7 @@ def claimed_hostgroups(content):
 
 
 # -- edits -----------------------------------------------------------------------------------------
-def apply_edits(content, edits):
+def apply_edits(content: Mapping[str, Any], edits: Iterable[Edit]) -> Content:
     """The content after these edits (a new dict). Raises EditError naming the edit that cannot apply."""
     # A copy (the caller's content is a stored version's): rows are flat (a secret's {"secret": ref} is never
     # changed in place), so one level each; every table's rows by key, kept as the edits apply.
@@ -158,7 +177,7 @@ def apply_edits(content, edits):
     return sort(out)
 
 
-def _apply(content, tables, edit):
+def _apply(content: Content, tables: dict[str, dict[Key, dict[str, Any]]], edit: Edit) -> None:
     """One edit on `content`; rows of the managed tables change in `tables` (table name -> {key: row})."""
     op = edit["op"]
     if op == "roles":
@@ -188,7 +207,7 @@ def _apply(content, tables, edit):
     table = BY_NAME[edit["table"]]
     rows = tables[table.name]
     if op == "upsert":
-        row = check_row(
+        row: dict[str, Any] = check_row(
             table,
             typed_row(table, edit["row"], strict=False)
             if not _has_secret(edit["row"])
@@ -209,19 +228,19 @@ def _apply(content, tables, edit):
         raise EditError(f"unknown operation {op!r}")
 
 
-def _has_secret(row):
+def _has_secret(row: Row) -> bool:
     return any(is_secret(v) for v in row.values())
 
 
-def _typed_with_secret(table, row):
+def _typed_with_secret(table: Table, row: Row) -> dict[str, Any]:
     plain = {k: (None if is_secret(v) else v) for k, v in row.items()}
-    typed = typed_row(table, plain, strict=False)
+    typed: dict[str, Any] = typed_row(table, plain, strict=False)
     check_row(table, {**typed, **{k: "x" for k, v in row.items() if is_secret(v)}})
     typed.update({k: v for k, v in row.items() if is_secret(v)})
     return typed
 
 
-def on_the_host(edit):
+def on_the_host(edit: Edit) -> bool:
     """Whether an edit runs commands on the ProxySQL host or exposes it: a scheduler row (ProxySQL runs its
     `filename`, any executable, with its arguments) or an admin-* variable (the admin interface: its
     credentials, its REST API and web server). Only admins make these."""
@@ -230,13 +249,14 @@ def on_the_host(edit):
     )
 
 
-def describe(edit):
+def describe(edit: Edit) -> str:
     if edit.get("op") == "roles":
         return "hostgroup roles " + ", ".join(f"{k}={v}" for k, v in edit["roles"].items())
     if edit.get("table") == VARIABLES:
         value = "(a secret)" if is_secret(edit.get("value")) else edit.get("value")
         return f"{edit['op']} {edit['name']}" + (f" = {value}" if edit["op"] == "set" else "")
-    table = BY_NAME.get(edit.get("table"))
+    name = edit.get("table")  # a malformed edit's may be a list: describing it must not raise (apply_edits)
+    table = BY_NAME.get(name) if isinstance(name, str) else None
     key = edit.get("key") or (
         table.key_of(edit["row"]) if table and all(k in edit.get("row", {}) for k in table.key) else ""
     )
@@ -247,43 +267,44 @@ def describe(edit):
 @dataclass
 class RowChange:
     table: str
-    key: tuple
+    key: Key
     change: str  # added / removed / changed
-    before: dict | None
-    after: dict | None
-    fields: list = field(default_factory=list)
+    before: Row | None
+    after: Row | None
+    fields: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Diff:
-    rows: list  # RowChange
-    variables: list  # (name, before, after)
-    roles: dict  # role -> (before, after)
+    rows: list[RowChange]
+    variables: list[tuple[str, Any, Any]]  # (name, before, after)
+    roles: dict[str, tuple[int | None, int | None]]  # role -> (before, after) hostgroups
 
     @property
-    def empty(self):
+    def empty(self) -> bool:
         return not (self.rows or self.variables or self.roles)
 
-    def by_table(self):
-        out = {}
+    def by_table(self) -> dict[str, list[RowChange] | list[tuple[str, Any, Any]]]:
+        rows: dict[str, list[RowChange]] = {}
         for change in self.rows:
-            out.setdefault(change.table, []).append(change)
+            rows.setdefault(change.table, []).append(change)
+        out: dict[str, list[RowChange] | list[tuple[str, Any, Any]]] = {**rows}
         if self.variables:
             out[VARIABLES] = self.variables
         return out
 
-    def count(self):
+    def count(self) -> int:
         return len(self.rows) + len(self.variables) + len(self.roles)
 
-    def tables(self):
+    def tables(self) -> set[str]:
         return {c.table for c in self.rows} | ({VARIABLES} if self.variables else set())
 
 
-def diff(a, b, *, same_secret=None):
+def diff(a: Mapping[str, Any], b: Mapping[str, Any], *, same_secret: Callable[[Any, Any], bool] | None = None) -> Diff:
     """Row by row, field by field, from configuration a to b. `same_secret(x, y)` decides whether two
     secret values are equal (default: same reference)."""
     same_secret = same_secret or (lambda x, y: x == y)
-    rows = []
+    rows: list[RowChange] = []
     for table in TABLES:
         before, after = index(a, table), index(b, table)
         for key in sorted(before.keys() | after.keys(), key=sort_key):
@@ -311,15 +332,15 @@ def diff(a, b, *, same_secret=None):
     return Diff(rows, variables, roles)
 
 
-def _equal(x, y, same_secret):
+def _equal(x: object, y: object, same_secret: Callable[[Any, Any], bool]) -> bool:
     if is_secret(x) or is_secret(y):
         return same_secret(x, y)
     return x == y
 
 
-def edits_between(a, b):
+def edits_between(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The edits that turn configuration a into b (a revert, a file, a node's runtime taken in)."""
-    edits = []
+    edits: list[dict[str, Any]] = []
     d = diff(a, b)
     if d.roles:
         edits.append({"op": "roles", "roles": {k: after for k, (_, after) in d.roles.items()}})
@@ -345,10 +366,10 @@ def edits_between(a, b):
 
 
 # -- what a node should show at runtime ------------------------------------------------------------
-def runtime_users(rows):
+def runtime_users(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """runtime_mysql_users lists an active user twice (frontend row, backend row) and an inactive one not at
     all: one row per user again, as memory holds it."""
-    merged = {}
+    merged: dict[str, dict[str, Any]] = {}
     for r in rows:
         m = merged.setdefault(r["username"], dict(r, backend=0, frontend=0))
         m["backend"] |= r["backend"]
@@ -356,11 +377,11 @@ def runtime_users(rows):
     return list(merged.values())
 
 
-def expected_runtime(content, table):
+def expected_runtime(content: Mapping[str, Any], table: Table) -> list[Row]:
     """The rows this table's runtime_ layer shows when `content` is loaded: inactive users and inactive query rules
     are absent, and a NULL password reads '' (real 2.5.5 and 2.7.1: lab/reference/versions/proxysql-*-captured.json,
     "sequences"; lab/reference/conformance/null-defaults.sql)."""
-    rows = content.get(table.name) or []
+    rows: list[Row] = content.get(table.name) or []
     if table is MYSQL_USERS:
         return [loaded_user(r) for r in rows if r["active"]]
     if table is MYSQL_QUERY_RULES:
@@ -368,12 +389,12 @@ def expected_runtime(content, table):
     return rows
 
 
-def loaded_user(row):
+def loaded_user(row: Row) -> Row:
     """A mysql_users row as runtime shows it once loaded: a NULL password reads ''."""
     return {**row, "password": ""} if row["password"] is None else row
 
 
-def runtime_view(content):
+def runtime_view(content: Mapping[str, Any]) -> Content:
     """The configuration as a node's runtime layer shows it once loaded (inactive users and query rules absent)."""
     return {
         **content,
@@ -382,7 +403,7 @@ def runtime_view(content):
     }
 
 
-def managed_variables(values):
+def managed_variables(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if managed(k)}
 
 
@@ -390,16 +411,16 @@ def managed_variables(values):
 OFFLINE = ("OFFLINE_SOFT", "OFFLINE_HARD")
 
 
-def endpoint(row):
+def endpoint(row: Row) -> str:
     return f"{row['hostname']}:{row['port']}"
 
 
-def endpoints(pairs):
+def endpoints(pairs: Iterable[tuple[str, int]]) -> str:
     """[(host, port)] as "host:port, host:port" ("none" for none)."""
     return ", ".join(f"{h}:{p}" for h, p in pairs) or "none"
 
 
-def writers(content):
+def writers(content: Mapping[str, Any]) -> list[tuple[str, int]]:
     """The servers ONLINE in the writer hostgroup: [(host, port)], sorted."""
     writer = (content.get("roles") or {}).get("writer")
     return sorted(
@@ -416,11 +437,11 @@ class OperationalChange:
     way: str  # the operation that does it, guarded
 
 
-def operational_changes(current, target):
+def operational_changes(current: Mapping[str, Any], target: Mapping[str, Any]) -> list[OperationalChange]:
     """What `target` changes in the state operations own, against `current` (the latest version, which records
     every switchover and drain, or what a node runs): servers entering or leaving the writer hostgroup as
     ONLINE, and rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
-    out = []
+    out: list[OperationalChange] = []
     before, after = writers(current), writers(target)
     if before != after:
         if before and after:

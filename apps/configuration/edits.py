@@ -8,11 +8,13 @@ Rows are checked against ProxySQL's constraints when the edits apply (content.ap
 query rule's patterns against the cluster's regex engine by the effect check (findings.regex_invalid), for every
 door alike."""
 
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from . import content as C
 from . import secrets as S
-from .tables import BY_NAME, MYSQL_USERS, VARIABLES
+from .tables import BY_NAME, MYSQL_USERS, VARIABLES, Table
 from .variables import SECRETS
 
 OPS = ("upsert", "delete", "set", "roles")
@@ -23,7 +25,7 @@ NEEDS = {"upsert": ("table", "row"), "delete": ("table",), "set": ("name",), "ro
 class EditRefused(ValueError):
     """An edit that cannot be built, with the reason an operator reads and the field it is about."""
 
-    def __init__(self, message, field=None, *, fields=None):
+    def __init__(self, message: str, field: str | None = None, *, fields: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.field = field
         self.fields = fields or ({field: message} if field else {})  # every field at fault, for a form or the API
@@ -31,14 +33,16 @@ class EditRefused(ValueError):
 
 @dataclass(frozen=True)
 class Built:
-    edit: dict
-    secret: tuple | None = None  # (name of the new secret, value to store encrypted), for a new password
+    edit: dict[str, Any]
+    secret: tuple[str, str] | None = None  # (name of the new secret, value to store encrypted), for a new password
 
 
-def upsert(table, row, *, key=None, password=None):
+def upsert(
+    table: Table, row: Mapping[str, Any], *, key: Iterable[Any] | None = None, password: str | None = None
+) -> dict[str, Any]:
     """The edit that writes `row` into `table` (replacing the row whose key is `key`, if given). `password`: a
     mysql_users row's new password (clear text or hash), or empty to keep the current one."""
-    edit = {"op": "upsert", "table": table.name, "row": dict(row)}
+    edit: dict[str, Any] = {"op": "upsert", "table": table.name, "row": dict(row)}
     if table is MYSQL_USERS:
         edit["row"]["password"] = password or None
     if key is not None:
@@ -46,19 +50,19 @@ def upsert(table, row, *, key=None, password=None):
     return edit
 
 
-def delete(table, key):
+def delete(table: Table, key: Iterable[Any]) -> dict[str, Any]:
     return {"op": "delete", "table": table.name, "key": list(key)}
 
 
-def set_variable(name, value):
+def set_variable(name: str, value: object) -> dict[str, Any]:
     return {"op": "set", "table": VARIABLES, "name": name, "value": value}
 
 
-def roles(values):
+def roles(values: Mapping[str, int | None]) -> dict[str, Any]:
     return {"op": "roles", "roles": dict(values)}
 
 
-def shape(edit):
+def shape(edit: object) -> dict[str, Any]:
     """The edit with its table filled in (a set is always on global_variables), or EditRefused naming the fields
     that are missing or wrong."""
     if not isinstance(edit, dict) or edit.get("op") not in OPS:
@@ -81,27 +85,31 @@ def shape(edit):
     return edit
 
 
-def build(edit, *, known, target=None, n=1):
+def build(
+    edit: object, *, known: Collection[str], target: Callable[[], Mapping[str, Any]] | None = None, n: int = 1
+) -> Built:
     """The edit ready to apply (Built). `known`: the cluster's secret references; `target`: a function giving the
     content the edit applies to, called only to keep a mysql_users row's password when the edit leaves it empty;
     `n`: its place, for errors."""
     try:
-        edit = shape(edit)
+        shaped = shape(edit)
     except EditRefused as exc:
         raise EditRefused(f"edit {n}: {exc.field}: {exc}", exc.field, fields=exc.fields) from None
-    if edit["op"] == "roles":
-        return Built(edit)
-    if edit["table"] == MYSQL_USERS.name and edit["op"] == "upsert" and isinstance(edit["row"], dict):
-        return _user_row(edit, known, target, n)
-    if edit["table"] == VARIABLES and edit["op"] == "set" and edit["name"] in SECRETS:
-        value = edit.get("value")
+    if shaped["op"] == "roles":
+        return Built(shaped)
+    if shaped["table"] == MYSQL_USERS.name and shaped["op"] == "upsert" and isinstance(shaped["row"], dict):
+        return _user_row(shaped, known, target, n)
+    if shaped["table"] == VARIABLES and shaped["op"] == "set" and shaped["name"] in SECRETS:
+        value = shaped.get("value")
         if isinstance(value, str) and value:
-            return Built(edit, (f"global_variables/{edit['name']}", value))
+            return Built(shaped, (f"global_variables/{shaped['name']}", value))
         _check_reference(value, known, n)
-    return Built(edit)
+    return Built(shaped)
 
 
-def _user_row(edit, known, target, n):
+def _user_row(
+    edit: dict[str, Any], known: Collection[str], target: Callable[[], Mapping[str, Any]] | None, n: int
+) -> Built:
     row = edit["row"]
     password, name = row.get("password"), row.get("username")
     if isinstance(password, str) and password and isinstance(name, str):
@@ -115,12 +123,12 @@ def _user_row(edit, known, target, n):
     return Built(edit)
 
 
-def _check_reference(value, known, n):
+def _check_reference(value: object, known: Collection[str], n: int) -> None:
     if C.is_secret(value) and not (isinstance(value["secret"], str) and value["secret"] in known):
         raise EditRefused(f"edit {n}: the console holds no secret {str(value['secret'])[:100]!r}")
 
 
-def pointed_at(edit, ref):
+def pointed_at(edit: Mapping[str, Any], ref: str) -> dict[str, Any]:
     """The edit with its new password replaced by the reference of the secret stored for it."""
     if edit.get("table") == VARIABLES:
         return {**edit, "value": {"secret": ref}}

@@ -13,26 +13,36 @@ step writes the configured rows to disk.
 
 Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from apps.plans.vocabulary import Sql
+
 from .tables import MYSQL_SERVERS
 
+# A mysql_servers row as the layers read it: its columns' values are strings, numbers or NULL as each column holds
+# (the numbers of a key may come as strings: key() reads them as numbers).
+Row = Mapping[str, Any]
+Key = tuple[int, str, int]  # (hostgroup_id, hostname, port)
 
-def key(row):
+
+def key(row: Row) -> Key:
     """A mysql_servers row's key with its numbers as numbers."""
     return int(row["hostgroup_id"]), row["hostname"], int(row["port"])
 
 
-def without_marks(runtime_rows, shunned, writer_hostgroups):
+def without_marks(runtime_rows: Iterable[Row], shunned: Iterable[Row], writer_hostgroups: Collection[int]) -> list[Row]:
     """The runtime rows without the SHUNNED rows in these writer hostgroups (shunned: the runtime rows ProxySQL set
     SHUNNED, nodes.read_layers; runtime_rows read them as ONLINE): the Galera manager's marks of its backup writers."""
     marks = {key(r) for r in shunned if int(r["hostgroup_id"]) in writer_hostgroups}
     return [r for r in runtime_rows if key(r) not in marks]
 
 
-def _backend(key):
+def _backend(key: Key) -> tuple[str, int]:
     return key[1], int(key[2])
 
 
-def placed_with_edits(placed, before, after):
+def placed_with_edits(placed: Mapping[Key, Row], before: Mapping[Key, Row], after: Mapping[Key, Row]) -> dict[Key, Row]:
     """Monitor's placement (runtime rows {key: row} in the managed hostgroups) with the change set's edits: a backend
     whose configured rows the change set did not touch stays where Monitor put it, as it is; a touched backend keeps
     each hostgroup Monitor placed it in, with its configured row's columns after the edits (the same key's row, else
@@ -44,7 +54,7 @@ def placed_with_edits(placed, before, after):
         for k in before.keys() | after.keys()
         if MYSQL_SERVERS.canonical(before.get(k) or {}) != MYSQL_SERVERS.canonical(after.get(k) or {})
     }
-    want = {k: r for k, r in placed.items() if _backend(k) not in touched}
+    want: dict[Key, Row] = {k: r for k, r in placed.items() if _backend(k) not in touched}
     for backend in sorted(touched):
         configured = {k: r for k, r in sorted(after.items()) if _backend(k) == backend}
         where = {k: r for k, r in placed.items() if _backend(k) == backend}
@@ -62,10 +72,10 @@ def placed_with_edits(placed, before, after):
     return want
 
 
-def rows_to(sql, have, want, every=()):
+def rows_to(sql: Sql, have: Mapping[Key, Row], want: Mapping[Key, Row], every: Collection[Key] = ()) -> list[str]:
     """Statements that turn rows `have` ({key: row}) into `want`: the rows that differ (and every key of `every`,
     written as `want` has it: right from any state), deleted or REPLACEd whole, in key order."""
-    out = []
+    out: list[str] = []
     for key in sorted(have.keys() | want.keys() | set(every)):
         if key in want and (
             key in every or MYSQL_SERVERS.canonical(have.get(key) or {}) != MYSQL_SERVERS.canonical(want[key])
@@ -76,13 +86,19 @@ def rows_to(sql, have, want, every=()):
     return out
 
 
-def placement_load(sql, managed, memory_rows, runtime_rows, written):
+def placement_load(
+    sql: Sql,
+    managed: Collection[int],
+    memory_rows: Iterable[Row],
+    runtime_rows: Iterable[Row],
+    written: Mapping[tuple[int | str, str, int | str], Row | None],
+) -> tuple[list[str], list[str]]:
     """(forward, undo) to put in place of a change set's LOAD MYSQL SERVERS on a natively managed node: forward runs
     after the change set's own statements (memory then holds the configured rows with the edits), undo after theirs
     (memory back to the configured rows before). written: {key: row or None} the change set's mysql_servers rows
-    (None: deleted)."""
+    (None: deleted; its keys' numbers maybe strings)."""
 
-    def mine(rows):
+    def mine(rows: Iterable[Row]) -> dict[Key, Row]:
         return {key(r): dict(r) for r in rows if int(r["hostgroup_id"]) in managed}
 
     placed, before = mine(runtime_rows), mine(memory_rows)

@@ -8,12 +8,21 @@ a test holds this module to the lab double's copy of those definitions). Values 
 
 import functools
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 import json
+from typing import Any, TypeVar
 
 from apps.fleet.validators import has_invisible
 
 INT, TEXT = "int", "text"
+
+# A column's value: int for INT, str for TEXT, None for NULL.
+Value = int | str | None
+# A row, column -> value. Typed as Any: which of Value's types a column holds is the table's data (Column.type),
+# read at run time, which the checker cannot narrow; a row read from the admin interface holds strings (or bytes).
+Row = Mapping[str, Any]
+R = TypeVar("R", bound=Row)
 
 
 @dataclass(frozen=True)
@@ -21,8 +30,8 @@ class Column:
     name: str
     type: str = INT
     null: bool = False
-    default: object = None
-    choices: tuple = ()  # allowed values (a CHECK ... IN (...))
+    default: Value = None
+    choices: tuple[int | str, ...] = ()  # allowed values (a CHECK ... IN (...))
     min: int | None = None  # CHECK ranges
     max: int | None = None
     label: str = ""  # shown in forms
@@ -38,30 +47,30 @@ class Column:
 class Table:
     name: str
     module: str  # LOAD <module> TO RUNTIME / SAVE <module> TO DISK
-    key: tuple
-    columns: tuple
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
     title: str
     scoped_by: str = ""  # a hostgroup column: only rows in the cluster's hostgroups belong to it
 
     @functools.cached_property
-    def column_names(self):
+    def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
-    def column(self, name):
+    def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
 
-    def key_of(self, row):
+    def key_of(self, row: Row) -> tuple[Any, ...]:
         return tuple(row[k] for k in self.key)
 
     @functools.cached_property
-    def blank_null_columns(self):
+    def blank_null_columns(self) -> frozenset[str]:
         return frozenset(c.name for c in self.columns if c.blank_is_null)
 
     @functools.cached_property
-    def upper_columns(self):
+    def upper_columns(self) -> frozenset[str]:
         return frozenset(c.name for c in self.columns if c.upper_at_runtime)
 
-    def canonical_value(self, column, value):
+    def canonical_value(self, column: str, value: Any) -> Any:
         """The value as ProxySQL holds it once loaded: '' as NULL where it mixes them, upper case where its LOAD
         upper-cases it."""
         if value == "" and column in self.blank_null_columns:
@@ -70,16 +79,16 @@ class Table:
             return value.upper()
         return value
 
-    def same_value(self, column, x, y):
+    def same_value(self, column: str, x: Any, y: Any) -> bool:
         """Whether ProxySQL holds x and y as the same value of this column."""
         return x == y or self.canonical_value(column, x) == self.canonical_value(column, y)
 
-    def canonical(self, row):
+    def canonical(self, row: Row) -> dict[str, Any]:
         """The row as ProxySQL holds it once loaded (canonical_value): rows compare by value."""
         return {k: self.canonical_value(k, v) for k, v in row.items()}
 
 
-def _b(name, default=0, null=False):
+def _b(name: str, default: int | None = 0, null: bool = False) -> Column:
     return Column(name, INT, null=null, default=default, choices=(0, 1))
 
 
@@ -249,23 +258,23 @@ VARIABLES = "global_variables"  # kept apart: {name: value}, one module per pref
 VARIABLE_MODULES = {"mysql-": "MYSQL VARIABLES", "admin-": "ADMIN VARIABLES"}
 
 
-def variable_module(name):
+def variable_module(name: str) -> str:
     return next(m for prefix, m in VARIABLE_MODULES.items() if name.startswith(prefix))
 
 
 class RowError(ValueError):
     """A row that ProxySQL's table would refuse (or that we refuse for it): which column and why."""
 
-    def __init__(self, column, message):
+    def __init__(self, column: str, message: str) -> None:
         self.column = column
         self.message = message
         super().__init__(f"{column}: {message}")
 
 
-def typed_row(table, raw, *, strict=True):
+def typed_row(table: Table, raw: Row, *, strict: bool = True) -> dict[str, Value]:
     """A row (dict of column -> str/None as the admin interface sends it, or already typed) as typed
     values in column order. strict: every column must be present (a read); else missing ones default."""
-    row = {}
+    row: dict[str, Value] = {}
     for col in table.columns:
         if col.name not in raw:
             if strict:
@@ -285,7 +294,7 @@ def typed_row(table, raw, *, strict=True):
     return row
 
 
-def host_error(value):
+def host_error(value: str) -> str | None:
     """Why `value` cannot be a server's host name, or None. The pollers log in there with the cluster's monitor
     credentials: a line break, a space or an invisible character would hide where they go."""
     if not value.strip():
@@ -297,7 +306,7 @@ def host_error(value):
     return None
 
 
-def check_row(table, row):
+def check_row(table: Table, row: R) -> R:
     """Raise RowError for what ProxySQL's CHECK constraints (and NOT NULL) would refuse."""
     for col in table.columns:
         value = row.get(col.name)

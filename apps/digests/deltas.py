@@ -19,7 +19,14 @@ Rows that disappeared are dropped from the baseline. Without a baseline (first p
 emptied, a baseline the database does not confirm) there is no delta, only a new baseline.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # why: the row's type only; nothing of the client runs here
+    from apps.clients.proxysql import DigestRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +46,14 @@ class Delta:
 
 @dataclass
 class Outcome:
-    deltas: list
-    changed: dict  # baseline fields to (re)write: field -> value
-    removed: list  # baseline fields to delete
+    deltas: list[Delta]
+    changed: dict[bytes, bytes]  # baseline fields to (re)write: field -> value
+    removed: list[bytes]  # baseline fields to delete
     resets: int
     full: bool  # True: rewrite the whole baseline (there was none)
 
 
-def field_and_value(row):
+def field_and_value(row: DigestRow) -> tuple[bytes, bytes]:
     field = f"{row.hostgroup}\t{row.schemaname}\t{row.username}\t{row.client_address}\t{row.digest}".encode()
     value = (
         f"{row.count_star} {row.sum_time} {row.min_time} {row.max_time} {row.first_seen}"
@@ -55,7 +62,7 @@ def field_and_value(row):
     return field, value
 
 
-def _whole(row):
+def _whole(row: DigestRow) -> Delta:
     return Delta(
         row.hostgroup,
         row.schemaname,
@@ -71,12 +78,14 @@ def _whole(row):
     )
 
 
-def compute(rows, baseline):
+def compute(rows: Iterable[DigestRow], baseline: Mapping[bytes, bytes] | None) -> Outcome:
     """rows: DigestRow list of this poll; baseline: {field: value} of the previous poll, or None."""
     encoded = [(row, *field_and_value(row)) for row in rows]
     if baseline is None:
         return Outcome([], {f: v for _, f, v in encoded}, [], 0, True)
-    deltas, changed, resets = [], {}, 0
+    deltas: list[Delta] = []
+    changed: dict[bytes, bytes] = {}
+    resets = 0
     for row, field, value in encoded:
         old = baseline.get(field)
         if old == value:

@@ -20,6 +20,10 @@ so the plan shows the exact text. Written against the documented statements and 
 """
 
 import re
+from collections.abc import Callable, Iterable
+
+# A backend connection's statement renderer (BackendClient.render): SQL with %s and its parameters -> one statement.
+Render = Callable[[str, tuple[object, ...]], str]
 
 NATIVE_FROM = (8, 0, 22)
 REPLICATION_SOURCE_FROM = (8, 0, 23)  # CHANGE REPLICATION SOURCE TO and the SOURCE_* option names
@@ -28,50 +32,53 @@ CONNECT_RETRY_S = 10  # ...10 s apart, then the next source of the list
 DEFAULT_CHANNEL = ""  # the default replication channel, as the product's channels use it
 
 
-def parse_version(version):
+def parse_version(version: str | None) -> tuple[str, tuple[int, ...]] | None:
     """'8.0.36-log' -> ('mysql', (8, 0, 36)); '10.11.6-MariaDB-log' -> ('mariadb', (10, 11, 6)); None if unknown."""
     match = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", version or "")
     if not match:
         return None
-    flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
+    flavor = "mariadb" if "mariadb" in match.string.lower() else "mysql"
     return flavor, tuple(int(x) for x in match.groups())
 
 
-def has_native_failover(version):
+def has_native_failover(version: str | None) -> bool:
     """A MySQL (not MariaDB) server of 8.0.22 or later: it keeps its own source list per channel."""
     parsed = parse_version(version)
     return parsed is not None and parsed[0] == "mysql" and parsed[1] >= NATIVE_FROM
 
 
-def _new_syntax(version):
-    return parse_version(version)[1] >= REPLICATION_SOURCE_FROM
+def _new_syntax(version: str | None) -> bool:
+    parsed = parse_version(version)
+    if parsed is None:  # callers plan this only for has_native_failover(version)
+        raise ValueError(f"not a server version: {version!r}")
+    return parsed[1] >= REPLICATION_SOURCE_FROM
 
 
-def _for_channel(render, channel):
+def _for_channel(render: Render, channel: str) -> str:
     return render(" FOR CHANNEL %s", (channel,))
 
 
-def stop_replica(render, channel=DEFAULT_CHANNEL):
+def stop_replica(render: Render, channel: str = DEFAULT_CHANNEL) -> str:
     return "STOP REPLICA" + _for_channel(render, channel)
 
 
-def start_replica(render, channel=DEFAULT_CHANNEL):
+def start_replica(render: Render, channel: str = DEFAULT_CHANNEL) -> str:
     return "START REPLICA" + _for_channel(render, channel)
 
 
 def change_source(
-    render,
-    version,
+    render: Render,
+    version: str | None,
     *,
-    host,
-    port,
-    user,
-    password,
-    auto_failover=True,
-    channel=DEFAULT_CHANNEL,
-    retry_count=RETRY_COUNT,
-    connect_retry_s=CONNECT_RETRY_S,
-):
+    host: str,
+    port: int | str,
+    user: str,
+    password: object,  # the value, or a Secret (its marker)
+    auto_failover: bool = True,
+    channel: str = DEFAULT_CHANNEL,
+    retry_count: int = RETRY_COUNT,
+    connect_retry_s: int = CONNECT_RETRY_S,
+) -> str:
     """The channel reads from host:port by GTID auto-positioning, with MySQL's source failover on or off.
     `password` is sent as given (a plan passes a Secret: its marker, filled in only when sent)."""
     if _new_syntax(version):
@@ -105,7 +112,7 @@ def change_source(
     )
 
 
-def add_source(render, *, host, port, weight, channel=DEFAULT_CHANNEL):
+def add_source(render: Render, *, host: str, port: int | str, weight: int | str, channel: str = DEFAULT_CHANNEL) -> str:
     """One source of the channel's list; weight 1-100 (the highest is tried first)."""
     if not 1 <= int(weight) <= 100:
         raise ValueError(f"a source's weight is 1 to 100, not {weight}")
@@ -115,15 +122,24 @@ def add_source(render, *, host, port, weight, channel=DEFAULT_CHANNEL):
     )
 
 
-def delete_source(render, *, host, port, channel=DEFAULT_CHANNEL):
+def delete_source(render: Render, *, host: str, port: int | str, channel: str = DEFAULT_CHANNEL) -> str:
     return render(
         "SELECT asynchronous_connection_failover_delete_source(%s, %s, %s, %s)", (channel, host, int(port), "")
     )
 
 
 def configure(
-    render, version, *, source, candidates, user, password, previous=(), was_on=False, channel=DEFAULT_CHANNEL
-):
+    render: Render,
+    version: str | None,
+    *,
+    source: tuple[str, int],
+    candidates: Iterable[tuple[str, int | str, int | str]],
+    user: str,
+    password: object,
+    previous: Iterable[tuple[str, int | str, int | str]] = (),
+    was_on: bool = False,
+    channel: str = DEFAULT_CHANNEL,
+) -> tuple[list[str], list[str]]:
     """(statements, rollback) that give the replica the channel's source list and turn its failover on, reading
     from `source` now. `source`: (host, port); `candidates`: [(host, port, weight)] (weights clamped to MySQL's
     1-100); `previous`: the list it has now, [(host, port, weight)] (read_sources()), and `was_on` its
@@ -134,7 +150,7 @@ def configure(
     to_delete = [k for k in current if wanted.get(k) != current[k]]
     to_add = [k for k in wanted if current.get(k) != wanted[k]]
 
-    def change(on):
+    def change(on: bool) -> str:
         return change_source(
             render,
             version,

@@ -1,10 +1,35 @@
 """A cluster's role rows and how a writer change moves them: the switchover's and failover's plans, the executor's
 inventory step and a configuration revert (which keeps the writer operations moved) all swap them this one way."""
 
+from typing import Protocol
+
 from .choices import WriterIsAlsoReader
 
+Endpoint = tuple[str, int]  # (host, port)
+RowKey = tuple[int, str, int]  # (hostgroup, host, port)
+ServerRow = dict[str, int | str | None]  # SERVER_FIELDS of one mysql_servers row
 
-def swapped_roles(cluster, rows, old, new, old_writer_to="reader"):
+
+class RoleLayout(Protocol):
+    """The hostgroups a swap reads: a Cluster, or a configuration version's roles (configuration's revert)."""
+
+    @property
+    def writer_hostgroup(self) -> int: ...
+    @property
+    def reader_hostgroup(self) -> int: ...
+    @property
+    def backup_writer_hostgroup(self) -> int | None: ...
+    @property
+    def writer_is_also_reader(self) -> int: ...
+
+
+def swapped_roles(
+    cluster: RoleLayout,
+    rows: dict[RowKey, ServerRow],
+    old: Endpoint,
+    new: Endpoint,
+    old_writer_to: str = "reader",
+) -> dict[RowKey, ServerRow | None]:
     """The role rows a switchover from `old` to `new` writes, on one ProxySQL node or in the inventory.
 
     rows: {(hostgroup, host, port): {SERVER_FIELDS}} with configured statuses. old, new: (host, port).
@@ -30,10 +55,10 @@ def swapped_roles(cluster, rows, old, new, old_writer_to="reader"):
     a_bw, b_bw = (rows.get((BW, *old)), rows.get((BW, *new))) if BW is not None else (None, None)
     policy = cluster.writer_is_also_reader
 
-    def status(row, value):
+    def status(row: ServerRow | None, value: str) -> ServerRow | None:
         return {**row, "status": value} if row else None
 
-    out = {(W, *new): status(a_w, "ONLINE"), (W, *old): None}
+    out: dict[RowKey, ServerRow | None] = {(W, *new): status(a_w, "ONLINE"), (W, *old): None}
     if BW is not None:
         out[(BW, *new)], out[(BW, *old)] = a_bw, b_bw
     new_reader = a_r or (b_r if policy == WriterIsAlsoReader.YES else None)

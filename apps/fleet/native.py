@@ -16,6 +16,13 @@ which status (ONLINE, SHUNNED) are the manager's. A backend the manager never ha
 run, or a column no configured row holds (a weight loaded by hand) are still drift.
 """
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+# A row of a ProxySQL table (mysql_servers, a manager's table) as the layers read it: each column's value is a string,
+# a number or NULL as the column holds.
+Row = Mapping[str, Any]
+
 MANAGER_TABLES = {
     "galera": "mysql_galera_hostgroups",
     "replication": "mysql_replication_hostgroups",
@@ -25,18 +32,20 @@ HOSTGROUP_COLUMNS = ("writer_hostgroup", "backup_writer_hostgroup", "reader_host
 PLACEMENT = ("hostgroup_id", "status")  # the manager's; every other column is the configured row's
 
 
-def managed_hostgroups(rows):
+def managed_hostgroups(rows: Iterable[Row]) -> set[int]:
     """The hostgroups of the active manager rows (dicts of any of MANAGER_TABLES)."""
     return {int(r[c]) for r in rows if int(r.get("active", 1) or 0) for c in HOSTGROUP_COLUMNS if r.get(c) is not None}
 
 
-def placed_hostgroups(galera_rows, servers, replication_rows=()):
+def placed_hostgroups(
+    galera_rows: Iterable[Row], servers: Collection[Row], replication_rows: Iterable[Row] = ()
+) -> set[int]:
     """The hostgroups an active mysql_galera_hostgroups row fills with the configured servers while every backend is
     healthy and writable (lab/reference/native-galera/): the writer; the backup writer when there are more backends
     than max_writers; the reader with writer_is_also_reader 1, or 2 and more backends than max_writers (0: only
     read_only backends are readers, none while all are writable). With mysql_replication_hostgroups rows: both their
     hostgroups once they hold more than one backend (a primary and its replicas)."""
-    out = set()
+    out: set[int] = set()
     for g in galera_rows:
         if not int(g.get("active", 1) or 0):
             continue
@@ -67,7 +76,12 @@ def placed_hostgroups(galera_rows, servers, replication_rows=()):
     return out
 
 
-def fold(runtime_rows, intended_rows, managed, columns=None):
+def fold(
+    runtime_rows: Sequence[Row],
+    intended_rows: Iterable[Row],
+    managed: Collection[int],
+    columns: Collection[str] | None = None,
+) -> list[Row]:
     """runtime_mysql_servers as the drift engine compares it: rows outside `managed` as they are; in `managed`, each
     backend the runtime places there stands for intent's rows of that backend (as intended, placement and status
     aside) when every runtime row of it carries the columns of one of them; otherwise the first row with other
@@ -77,14 +91,15 @@ def fold(runtime_rows, intended_rows, managed, columns=None):
     if not managed:
         return list(runtime_rows)
 
-    def backend(r):
+    def backend(r: Row) -> tuple[str, int]:
         return r["hostname"], int(r["port"])
 
-    def attrs(r):
+    def attrs(r: Row) -> dict[str, Any]:
         return {k: v for k, v in r.items() if k not in PLACEMENT and (columns is None or k in columns)}
 
     out = [r for r in runtime_rows if int(r["hostgroup_id"]) not in managed]
-    placed, wanted = {}, {}
+    placed: dict[tuple[str, int], list[Row]] = {}
+    wanted: dict[tuple[str, int], list[Row]] = {}
     for r in runtime_rows:
         if int(r["hostgroup_id"]) in managed:
             placed.setdefault(backend(r), []).append(r)

@@ -10,19 +10,21 @@ from apps.clients.credential_hosts import EntryError, parse
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 
 
-def validate_no_nul(value):
+def validate_no_nul(value: str | None) -> None:
     """NUL bytes cannot travel in an SQL text statement; refuse them at the door."""
     if value and "\x00" in value:
         raise ValidationError("NUL characters are not allowed.")
 
 
-def has_invisible(value):
+def has_invisible(value: str | None) -> bool:
     """Whether a text holds a control character (line breaks, tabs), a format character (zero-width spaces,
     direction overrides, BOM) or a line/paragraph separator: what makes a value read as something it is not."""
-    return bool(value) and any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value)
+    if not value:
+        return False
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in value)
 
 
-def validate_name(value):
+def validate_name(value: str) -> None:
     """A name shown in pages, file names and headers: no control or format characters (a CR/LF in a cluster's
     name broke the export's header and its file's comment line)."""
     validate_no_nul(value)
@@ -30,7 +32,7 @@ def validate_name(value):
         raise ValidationError("Control characters (line breaks, tabs...) are not allowed in a name.")
 
 
-def validate_hostname(value):
+def validate_hostname(value: str) -> None:
     """An IPv4/IPv6 address or a DNS name (letters, digits, '-', '_', dots)."""
     if not value:
         raise ValidationError("Enter a host name or IP address.")
@@ -47,7 +49,7 @@ def validate_hostname(value):
 _ENDPOINT = re.compile(r"\[([^\]]+)\]:([0-9]{1,5})|([^:\[\]]+):([0-9]{1,5})")
 
 
-def parse_endpoint(text):
+def parse_endpoint(text: object) -> tuple[str, int]:
     """'host:port' or '[v6]:port' -> (host, port); ValueError with the reason otherwise."""
     match = _ENDPOINT.fullmatch(text.strip()) if isinstance(text, str) else None
     if not match:
@@ -58,7 +60,7 @@ def parse_endpoint(text):
     return host, int(port)
 
 
-def validate_credential_hosts(value):
+def validate_credential_hosts(value: str | None) -> None:
     """Cluster.credential_hosts: every entry an address, a network or a host name pattern (credential_hosts.py)."""
     try:
         parse(value)
@@ -69,7 +71,7 @@ def validate_credential_hosts(value):
 TLS_CA_MAX = 64 * 1024
 
 
-def tls_ca_certificates(value):
+def tls_ca_certificates(value: str) -> list[x509.Certificate]:
     """The certificates of a CA text (PEM, one or more), or ValidationError saying what is wrong with it."""
     if len(value) > TLS_CA_MAX:
         raise ValidationError(f"The CA is {len(value):,} characters: at most {TLS_CA_MAX:,} (PEM certificates).")
@@ -80,7 +82,7 @@ def tls_ca_certificates(value):
     return certificates
 
 
-def validate_tls_ca(value):
+def validate_tls_ca(value: str | None) -> None:
     """Cluster.tls_ca: empty (no TLS) or PEM CA certificates."""
     if value:
         tls_ca_certificates(value)

@@ -34,13 +34,20 @@ a backtracking pattern costs one limit per poll, never a stalled worker).
 """
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
 from . import rule_regex
 
 MIN_EXPECTED = 1.0  # fewer copies than this to make in a window: no loss figure, nothing to measure
+
+# A mysql_query_rules row as read from a node (QueryRule as a dict): its columns' values are each column's type.
+Rule = Mapping[str, Any]
+# A window's digest delta: (hostgroup, schemaname, username, digest_text, count).
+DigestDelta = tuple[int, str, str, str | None, int]
 
 
 @dataclass
@@ -57,23 +64,23 @@ class RuleWindow:
     note: str = ""  # why there is no figure
 
     @property
-    def dropped(self):
+    def dropped(self) -> float | None:
         return None if self.expected is None else max(0.0, self.expected - self.mirrored)
 
     @property
-    def loss(self):
+    def loss(self) -> float | None:
         if self.expected is None or self.expected < MIN_EXPECTED:
             return None
         return min(1.0, max(0.0, 1.0 - self.mirrored / self.expected))
 
-    def per_second(self, value):
+    def per_second(self, value: float | None) -> float | None:
         return None if value is None or not self.interval_s else value / self.interval_s
 
 
 RULE_BUDGET_S = 0.2  # a mirror rule's searches over one poll's digest texts; ordinary patterns take about 1 ms
 
 
-def poll_budget_s():
+def poll_budget_s() -> float:
     """Every rule's searches together over one poll of a node (settings.MIRROR_POLL_BUDGET_S): a node's rules are
     whatever was typed into its admin, and 300 rules each under RULE_BUDGET_S took a minute of every 30 s poll."""
     return settings.MIRROR_POLL_BUDGET_S
@@ -89,11 +96,11 @@ class Spent:
     budget_s: float = field(default_factory=poll_budget_s)
 
     @property
-    def out(self):
+    def out(self) -> bool:
         return self.total_s > self.budget_s
 
     @property
-    def said(self):
+    def said(self) -> str:
         return (
             f"this poll's mirror rule searches passed their budget of {self.budget_s:g} s of CPU ({self.rules} "
             f"rules over {self.texts} digest texts): not counted in full"
@@ -102,7 +109,7 @@ class Spent:
 
 @dataclass
 class Matcher:
-    rule: dict
+    rule: Rule
     regex: rule_regex.Pattern | None = None
     error: str = ""
     negate: bool = False
@@ -110,7 +117,7 @@ class Matcher:
     poll: Spent = field(default_factory=Spent)  # shared by the poll's matchers
 
     @classmethod
-    def of(cls, rule, poll=None):
+    def of(cls, rule: Rule, poll: Spent | None = None) -> "Matcher":
         poll = Spent() if poll is None else poll
         pattern = rule.get("match_digest") or rule.get("match_pattern")
         caseless = "CASELESS" in (rule.get("re_modifiers") or "").upper()
@@ -122,7 +129,7 @@ class Matcher:
         except Exception as exc:  # the library's own error class
             return cls(rule, None, f"pattern not readable here: PCRE does not compile it ({exc})", negate, poll=poll)
 
-    def matches(self, schemaname, username, text):
+    def matches(self, schemaname: str, username: str, text: str | None) -> bool:
         r = self.rule
         if self.error:
             return False
@@ -154,11 +161,11 @@ class Matcher:
                 )
 
 
-def is_mirror(rule):
+def is_mirror(rule: Rule) -> bool:
     return rule.get("mirror_hostgroup") is not None or rule.get("mirror_flagOUT") is not None
 
 
-def _delta(now, before):
+def _delta(now: int | None, before: int | None) -> int | None:
     if now is None or before is None or now < before:
         return None
     return now - before
@@ -168,24 +175,33 @@ def _delta(now, before):
 class Window:
     """One node's mirror figures over one window: per rule, and what the prepared share came from."""
 
-    rules: list = field(default_factory=list)
+    rules: list[RuleWindow] = field(default_factory=list)
     questions: int | None = None
     stmt_execute: int | None = None
     mirrored_total: int = 0
 
 
-def measure(rules, hits_now, hits_before, counters_now, counters_before, deltas, interval_s, poll=None):
+def measure(
+    rules: Iterable[Rule],
+    hits_now: Mapping[int, int] | None,
+    hits_before: Mapping[int, int] | None,
+    counters_now: Mapping[str, int] | None,
+    counters_before: Mapping[str, int] | None,
+    deltas: Sequence[DigestDelta],
+    interval_s: float,
+    poll: Spent | None = None,
+) -> Window:
     """rules: dicts of QueryRule read at this poll; hits_*: {rule_id: hits}; counters_*: {"questions",
     "stmt_execute"} (stats_mysql_global); deltas: [(hostgroup, schemaname, username, digest_text, count)]
     of this window; `poll`: the poll's Spent when other searches of the same poll share its budget. Returns a Window
     with one RuleWindow per mirror rule, in rule_id order."""
-    rules = sorted(rules, key=lambda r: r["rule_id"])
-    mirrors = [r for r in rules if is_mirror(r)]
-    routing = [r for r in rules if not is_mirror(r)]
+    ordered = sorted(rules, key=lambda r: r["rule_id"])
+    mirrors = [r for r in ordered if is_mirror(r)]
+    routing = [r for r in ordered if not is_mirror(r)]
     poll = Spent() if poll is None else poll
-    poll.rules, poll.texts = len(rules), len(deltas)
-    matchers = {r["rule_id"]: Matcher.of(r, poll) for r in rules}
-    by_hostgroup = {}
+    poll.rules, poll.texts = len(ordered), len(deltas)
+    matchers = {r["rule_id"]: Matcher.of(r, poll) for r in ordered}
+    by_hostgroup: dict[int, list[Rule]] = {}
     for r in mirrors:
         if r.get("mirror_hostgroup") is not None:
             by_hostgroup.setdefault(r["mirror_hostgroup"], []).append(r)
@@ -215,7 +231,7 @@ def measure(rules, hits_now, hits_before, counters_now, counters_before, deltas,
     # The prepared share of the node's client queries, mirrored copies taken out of Questions.
     window.questions = _delta((counters_now or {}).get("questions"), (counters_before or {}).get("questions"))
     window.stmt_execute = _delta((counters_now or {}).get("stmt_execute"), (counters_before or {}).get("stmt_execute"))
-    share = None
+    share: float | None = None
     if window.questions is not None and window.stmt_execute is not None:
         client = window.questions - window.mirrored_total
         if client > 0:

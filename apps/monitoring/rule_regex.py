@@ -12,6 +12,7 @@ costs ProxySQL at least this much on every query it is tried on, which is worth 
 """
 
 import re
+from typing import Protocol
 
 import pcre2
 import re2
@@ -26,10 +27,17 @@ _LIMITS = f"(*LIMIT_MATCH={MATCH_LIMIT})(*LIMIT_DEPTH={DEPTH_LIMIT})"
 _LEADING_VERBS = re.compile(r"(?:\(\*[A-Z_]+(?:=\d+)?\))*")
 
 
+class _Compiled(Protocol):
+    """What Pattern uses of a compiled pcre2 or re2 pattern (neither library ships types)."""
+
+    def search(self, subject: str) -> object: ...
+    def sub(self, replacement: str, subject: str, count: int = ...) -> str: ...
+
+
 class MatchLimit(Exception):
     """A search reached the match (or depth, or heap) limit: it ended without an answer."""
 
-    def __init__(self, pattern, subject):
+    def __init__(self, pattern: str, subject: str) -> None:
         shown = subject if len(subject) <= 120 else subject[:117] + "..."
         super().__init__(f"this pattern reaches the match limit on {shown!r}")
         self.pattern, self.subject = pattern, subject
@@ -38,24 +46,24 @@ class MatchLimit(Exception):
 class Pattern:
     """A compiled rule pattern: search() and sub() as the engine runs them, bounded."""
 
-    def __init__(self, pattern, compiled):
+    def __init__(self, pattern: str, compiled: _Compiled) -> None:
         self.pattern, self._compiled = pattern, compiled
 
-    def search(self, subject):
+    def search(self, subject: str) -> bool:
         """True when the pattern matches somewhere in `subject`; raises MatchLimit when it cannot tell."""
         try:
             return self._compiled.search(subject) is not None
         except pcre2.LibraryError as exc:
             raise MatchLimit(self.pattern, subject) from exc
 
-    def sub(self, replacement, subject, count=0):
+    def sub(self, replacement: str, subject: str, count: int = 0) -> str:
         try:
             return self._compiled.sub(replacement, subject, count=count)
         except pcre2.LibraryError as exc:
             raise MatchLimit(self.pattern, subject) from exc
 
 
-def compile(pattern, caseless=False, engine=PCRE):  # noqa: A001 (the name every regex library uses)
+def compile(pattern: str, caseless: bool = False, engine: int = PCRE) -> Pattern:  # noqa: A001 (the name every regex library uses)
     """The pattern compiled as ProxySQL's engine would, bounded; raises the library's error when it does not
     compile (each library has its own error class)."""
     if engine == RE2:
@@ -65,5 +73,6 @@ def compile(pattern, caseless=False, engine=PCRE):  # noqa: A001 (the name every
         return Pattern(pattern, re2.compile(pattern, options))
     flags = pcre2.I if caseless else 0
     pcre2.compile(pattern, flags, jit=False)  # its error, with positions in the pattern as written
-    leading = _LEADING_VERBS.match(pattern).end()
+    verbs = _LEADING_VERBS.match(pattern)  # never None: a starred group matches the empty string
+    leading = verbs.end() if verbs else 0
     return Pattern(pattern, pcre2.compile(pattern[:leading] + _LIMITS + pattern[leading:], flags))
