@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.roles import ADMIN, VIEWER, require_role
+from apps.fleet.validators import whole_number
 
 from . import selectors
 from .forms import QUICK_RANGES, FilterForm
@@ -24,13 +25,6 @@ from .services import Progress, chain_start, record, verify_archive, verify_some
 
 VERIFY_BUDGET_S = 2.0  # one verification request works this long, then the page asks for the next stretch
 VERIFY_SALT = "audit.verify"
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _qs(params, **extra):
@@ -50,7 +44,9 @@ def event_list(request):
     form = _form(request)
     applied = form.applied()
     page = selectors.page(
-        selectors.filtered(form), before=_int(request.GET.get("before")), after=_int(request.GET.get("after"))
+        selectors.filtered(form),
+        before=whole_number(request.GET.get("before")),
+        after=whole_number(request.GET.get("after")),
     )
     without_time = {k: v for k, v in applied.items() if k not in ("range", "start", "end")}
     return TemplateResponse(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from apps.clients import proxysql_versions as versions
 from apps.fleet import native
+from apps.fleet.validators import whole_number
 from apps.fleet.choices import ClusterKind
 from apps.monitoring import rule_regex
 
@@ -399,8 +400,8 @@ def mirror_findings(target, changed_rules, node_figures):
                 )
             )
         concurrency = figures.get("mirror_concurrency")
-        limit = variables.get("mysql-mirror_max_concurrency")
-        if concurrency and isinstance(limit, str) and limit.isdigit() and int(limit) < concurrency:
+        limit = whole_number(variables.get("mysql-mirror_max_concurrency"))
+        if concurrency and limit is not None and limit < concurrency:
             out.append(
                 Finding(
                     "mirror_limit_below_use",
@@ -538,11 +539,10 @@ def _mirror_load(rule_id, rows, seconds, target, node_figures):
         return []
     rate = sum(r.count for r in rows) / seconds
     busy = sum(max(r.sum_time_us / 1e6, r.count * MIRROR_COPY_FLOOR_S) for r in rows) / seconds
-    limit = (target.get(VARIABLES) or {}).get("mysql-mirror_max_concurrency")
-    if not (isinstance(limit, str) and limit.isdigit()):
+    limit = whole_number((target.get(VARIABLES) or {}).get("mysql-mirror_max_concurrency"))
+    if limit is None:
         known = [int(f["mirror_max_concurrency"]) for f in node_figures.values() if f.get("mirror_max_concurrency")]
         limit = min(known) if known else MIRROR_DEFAULT_CONCURRENCY
-    limit = int(limit)
     words = (
         f"{rate:,.0f} copies/s over the cluster's nodes, each running at least {MIRROR_COPY_FLOOR_S * 1000:g} ms "
         f"(or its digest's average): about {busy:,.1f} mirror sessions busy at once, against "

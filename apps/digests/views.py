@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.roles import OPERATOR, VIEWER, has_role, require_role
 from apps.audit.actor import Actor
 from apps.fleet.models import Cluster
+from apps.fleet.validators import whole_number
 
 from . import analysis, explain, forms, rules, selectors
 from .models import Digest
@@ -121,10 +122,8 @@ def digest_explain(request, pk):
         index = int(request.POST.get("example", ""))
     except ValueError:
         index = -1
-    cluster = request.POST.get("cluster", "")
-    outcome = explain.explain(
-        digest, index, cluster_id=int(cluster) if cluster.isdigit() else None, actor=Actor.of_request(request)
-    )
+    cluster_id = whole_number(request.POST.get("cluster", ""))
+    outcome = explain.explain(digest, index, cluster_id=cluster_id, actor=Actor.of_request(request))
     context = {**_detail_context(request, digest, query, notes), "explain": outcome}
     return TemplateResponse(request, "digests/digest_detail.html", context, status=200)
 

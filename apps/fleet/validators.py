@@ -49,6 +49,18 @@ def validate_hostname(value: str) -> None:
 _ENDPOINT = re.compile(r"\[([^\]]+)\]:([0-9]{1,5})|([^:\[\]]+):([0-9]{1,5})")
 
 
+ID_MAX = 2**63 - 1  # the largest a database's BIGINT (and SQLite's INTEGER) holds
+
+
+def whole_number(text: object, limit: int = ID_MAX) -> int | None:
+    """ASCII digits naming a number from 0 to limit -> that number; anything else (empty, '²', 5,000 digits that
+    int() refuses or a database cannot hold) -> None. str.isdigit() alone lets both through to int()."""
+    if not (isinstance(text, str) and text.isascii() and text.isdigit()) or len(text) > len(str(limit)):
+        return None
+    value = int(text)
+    return value if value <= limit else None
+
+
 def parse_endpoint(text: object) -> tuple[str, int]:
     """'host:port' or '[v6]:port' -> (host, port); ValueError with the reason otherwise."""
     match = _ENDPOINT.fullmatch(text.strip()) if isinstance(text, str) else None

@@ -10,6 +10,7 @@ from apps.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.fleet.models import Cluster, Server
+from apps.fleet.validators import whole_number
 from controlplane.converters import parse_id
 
 from apps.plans.vocabulary import Plan
@@ -141,7 +142,7 @@ def repair_new(request, cluster_pk):
     node_ids = None
     asked = request.POST.getlist("node")[:1000]
     if asked:
-        wanted = {_int(v) for v in asked}
+        wanted = {whole_number(v) for v in asked}
         node_ids = sorted(cluster.proxysql_nodes.filter(pk__in=wanted - {None}).values_list("pk", flat=True))
         if len(node_ids) != len(wanted):
             record(
@@ -167,7 +168,7 @@ def record_nodes(request, cluster_pk):
                 cluster,
                 actor=Actor.of_request(request),
                 reason=request.POST.get("reason", "")[:2000],
-                expect_version=_int(request.POST.get("version")),
+                expect_version=whole_number(request.POST.get("version")),
             )
         except Refused as exc:
             error, status = str(exc), 403 if getattr(exc, "forbidden", False) else 400
@@ -187,17 +188,12 @@ def record_nodes(request, cluster_pk):
     )
 
 
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 @require_role(VIEWER)
 def pending_rollbacks(request):
     """htmx partial: the banner of the finishes and rollbacks pending, for one cluster (?cluster=<id>) or the fleet."""
-    cluster = get_object_or_404(Cluster, pk=_int(request.GET["cluster"])) if request.GET.get("cluster") else None
+    cluster = (
+        get_object_or_404(Cluster, pk=whole_number(request.GET["cluster"])) if request.GET.get("cluster") else None
+    )
     return TemplateResponse(
         request, "operations/pending_rollbacks.html", {"pending_rollbacks": pending_rows.banner(cluster)}
     )

@@ -89,3 +89,10 @@ def test_the_rule_form_starts_on_the_cluster_the_digest_ran_on(operator_client, 
         r'<select name="cluster" id="id_rule_cluster"[^>]*>.*?<option value="\d+" selected>(.*?)</option>', html, re.S
     )
     assert chosen and chosen.group(1) == "shop", chosen
+
+
+@pytest.mark.parametrize("cluster", ["9" * 5000, "²", "99999999999999999999", "-1"])
+def test_explain_with_a_cluster_that_is_no_number_is_the_page_not_a_500(operator_client, shop, cluster):
+    # int() refused 5,000 digits with a ValueError that str.isdigit() had let through; "²" is a digit to isdigit()
+    response = operator_client.post(f"/digests/{shop['digest'].pk}/explain/", {"example": "0", "cluster": cluster})
+    assert response.status_code == 200 and "data-explain-refused" in response.content.decode()

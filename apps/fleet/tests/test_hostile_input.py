@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 from apps.accounts.tests.hostile import hostile_number, hostile_text
 from apps.fleet.models import Cluster, ProxySQLNode, Server
-from apps.fleet.validators import validate_name
+from apps.fleet.validators import ID_MAX, validate_name, whole_number
 
 from .conftest import seed_layout
 
@@ -154,3 +154,10 @@ def test_admin_forms_validate_or_store(client, admin_user_role, name, hg, weight
         cluster = Cluster.objects.get(name=name.strip())
         assert cluster.description == comment.strip()
         cluster.delete()
+
+
+def test_whole_number_takes_ascii_digits_within_the_limit_only():
+    assert whole_number("42") == 42 and whole_number("0") == 0 and whole_number(str(ID_MAX)) == ID_MAX
+    for text in ("", " 1", "-1", "1.0", "²", "١٢", "9" * 5000, str(ID_MAX + 1), None, 7):
+        assert whole_number(text) is None, text
+    assert whole_number("65535", limit=65535) == 65535 and whole_number("65536", limit=65535) is None
