@@ -389,6 +389,50 @@ class AdoptionPlan:
         return dict(counts)
 
 
+@dataclass
+class AdoptionRead:
+    """Everything the database says for one adoption's plan, read once (read_adoption): the judgement and the build
+    (judge_adoption) read nothing more."""
+
+    cluster: Cluster | None
+    same_endpoint: list  # ProxySQLNode at the admin address (any spelling of the host), with its cluster
+    owned: dict  # ProxySQLNode pk -> the hostgroups its cluster owns (Cluster.hostgroup_ids())
+    cluster_nodes: list  # (admin_host, admin_port, name) of the cluster's ProxySQL nodes
+    memberships: dict  # (hostgroup_id, hostname, port) -> the cluster's HostgroupMembership
+    known_servers: dict  # (hostname, port) -> Server (with its cluster), for every host in the snapshot's rows
+    credentials: dict  # (hostname, port) -> credentials_allowed(cluster, ...) (empty without a cluster)
+
+
+def read_adoption(snapshot, cluster_name, admin_host, admin_port) -> AdoptionRead:
+    """The database's part of plan_adoption, read before any judgement. Backends and the credentials answer are
+    read for every row of the snapshot (runtime and memory, every hostgroup): more than the plan may need, so that
+    whichever hostgroups the judgement takes, it finds its answer here."""
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    same_endpoint = list(
+        ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related("cluster")
+    )
+    endpoints = {(r["hostname"], r["port"]) for r in [*snapshot.runtime_servers, *snapshot.memory_servers]}
+    memberships, cluster_nodes, credentials = {}, [], {}
+    if cluster:
+        memberships = {
+            m.key: m for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")
+        }
+        cluster_nodes = [(n.admin_host, n.admin_port, n.name) for n in cluster.proxysql_nodes.all()]
+        credentials = {ep: credentials_allowed(cluster, *ep) for ep in sorted(endpoints)}
+    return AdoptionRead(
+        cluster=cluster,
+        same_endpoint=same_endpoint,
+        owned={n.pk: n.cluster.hostgroup_ids() for n in same_endpoint},
+        cluster_nodes=cluster_nodes,
+        memberships=memberships,
+        known_servers={
+            (s.hostname, s.port): s
+            for s in Server.objects.filter(hostname__in={ep[0] for ep in endpoints}).select_related("cluster")
+        },
+        credentials=credentials,
+    )
+
+
 def plan_adoption(
     snapshot,
     *,
@@ -402,16 +446,47 @@ def plan_adoption(
     overwrite=False,
     hostgroups=None,
 ):
-    """Decide what adopting this snapshot would change. Reads the database, writes nothing.
+    """Decide what adopting this snapshot would change. Reads the database once (read_adoption), writes nothing.
 
     kind, roles (role -> hostgroup) and writer_is_also_reader are the operator's corrections for a new
     cluster; None (or a missing role) means: infer it from the snapshot. `hostgroups`: adopt only this
     group of the node's hostgroups (one cluster of a ProxySQL that fronts several, see split_hostgroups)."""
+    read = read_adoption(snapshot, cluster_name, admin_host, admin_port)
+    return judge_adoption(
+        snapshot,
+        read,
+        cluster_name=cluster_name,
+        node_name=node_name,
+        admin_host=admin_host,
+        admin_port=admin_port,
+        kind=kind,
+        roles=roles,
+        writer_is_also_reader=writer_is_also_reader,
+        overwrite=overwrite,
+        hostgroups=hostgroups,
+    )
+
+
+def judge_adoption(
+    snapshot,
+    read: AdoptionRead,
+    *,
+    cluster_name,
+    node_name,
+    admin_host,
+    admin_port,
+    kind=None,
+    roles=None,
+    writer_is_also_reader=None,
+    overwrite=False,
+    hostgroups=None,
+):
+    """plan_adoption's judgement and build, from the snapshot, the database's read and the options alone."""
     full, groups = snapshot, split_hostgroups(snapshot)
-    cluster = Cluster.objects.filter(name=cluster_name).first()
+    cluster = read.cluster
     proposed = None
     if not hostgroups and not cluster and len(groups) > 1:
-        proposed = _proposed_group(groups, roles, admin_host, admin_port)
+        proposed = _proposed_group(groups, roles, read)
         hostgroups = proposed = proposed if len(proposed) < sum(map(len, groups)) else None
     if hostgroups:
         snapshot = within(snapshot, hostgroups)
@@ -461,9 +536,7 @@ def plan_adoption(
         errors.append(f"Each role needs its own hostgroup; got {chosen}.")
     mine = set(ids)
 
-    same_endpoint = list(
-        ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related("cluster")
-    )
+    same_endpoint = read.same_endpoint
     node = next((n for n in same_endpoint if n.cluster.name == cluster_name), None)
     shared_with = [n for n in same_endpoint if n.cluster.name != cluster_name]
     if same_endpoint:
@@ -471,7 +544,7 @@ def plan_adoption(
         admin_host = same_endpoint[0].admin_host
     for other in shared_with:
         # One ProxySQL may serve several clusters, each in hostgroups of its own.
-        overlap = sorted(mine & other.cluster.hostgroup_ids())
+        overlap = sorted(mine & read.owned[other.pk])
         if overlap:
             errors.append(
                 f"{admin_host}:{admin_port} is already adopted as {other.name} in cluster "
@@ -489,7 +562,7 @@ def plan_adoption(
             f"This ProxySQL also serves cluster(s) {', '.join(n.cluster.name for n in shared_with)}: "
             "operations on either are serialised on it, and touch only their own hostgroups' rows."
         )
-    if not node and cluster and cluster.proxysql_nodes.filter(name=node_name).exists():
+    if not node and cluster and node_name in {name for _, _, name in read.cluster_nodes}:
         errors.append(f"Cluster {cluster_name} already has a ProxySQL node named {node_name!r}.")
 
     # The runtime is what the proxy does: adopt it. Unloaded edits in memory are worth a warning. In the hostgroups
@@ -509,14 +582,8 @@ def plan_adoption(
             "LOAD MYSQL SERVERS TO RUNTIME. The runtime is adopted."
         )
 
-    existing = {}
-    if cluster:
-        for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server"):
-            existing[m.key] = m
-    known_servers = {
-        (s.hostname, s.port): s
-        for s in Server.objects.filter(hostname__in={k[1] for k in runtime}).select_related("cluster")
-    }
+    existing = read.memberships
+    known_servers = read.known_servers
 
     rows, ignored, servers_new = [], [], []
     for key, row in sorted(runtime.items()):
@@ -529,7 +596,7 @@ def plan_adoption(
             errors.append(f"Backend {key[1]}:{key[2]} already belongs to cluster {owner.cluster.name}.")
         elif not owner and f"{key[1]}:{key[2]}" not in servers_new:
             servers_new.append(f"{key[1]}:{key[2]}")
-            allowed, reason = credentials_allowed(cluster, *endpoint) if cluster else (True, "")
+            allowed, reason = read.credentials[endpoint] if cluster else (True, "")
             if not allowed:  # the pollers would log in there with the cluster's monitor credentials
                 errors.append(f"Backend {reason}. An admin can add the host to the setting.")
         values = _fields(row)
@@ -554,7 +621,7 @@ def plan_adoption(
 
     members = []
     if is_proxysql_cluster(full):
-        members = _members(full, cluster, node_name)
+        members = _members(full, read.cluster_nodes, node_name)
         warnings.append(
             f"This node is in a ProxySQL Cluster (native sync of {', '.join(full.cluster['sync_on'])}): "
             f"the {len(members)} other node(s) of its proxysql_servers are adopted with it, read with the "
@@ -600,12 +667,10 @@ def plan_adoption(
     )
 
 
-def _members(snapshot, cluster, node_name):
+def _members(snapshot, cluster_nodes, node_name):
     """The other nodes of a ProxySQL Cluster as the preview lists them: each named by its proxysql_servers comment
-    (else host:port), and whether this cluster already has it."""
-    known = {}
-    if cluster:
-        known = {endpoint_key(n.admin_host, n.admin_port): n.name for n in cluster.proxysql_nodes.all()}
+    (else host:port), and whether this cluster (its nodes: AdoptionRead.cluster_nodes) already has it."""
+    known = {endpoint_key(host, port): name for host, port, name in cluster_nodes}
     names = {node_name, *known.values()}
     out = []
     for host, port, comment in cluster_peers(snapshot):
@@ -734,7 +799,7 @@ def apply_cluster_adoption(
     return cluster, nodes
 
 
-def _proposed_group(groups, roles, admin_host, admin_port):
+def _proposed_group(groups, roles, read):
     """The hostgroups a new cluster takes by default: the groups holding the hostgroups the operator entered
     (entering roles across groups joins them), else the first group that no cluster on this ProxySQL owns yet."""
     entered = {hg for hg in (roles or {}).values() if hg is not None}
@@ -742,10 +807,8 @@ def _proposed_group(groups, roles, admin_host, admin_port):
     if chosen:
         return chosen
     owned = set()
-    for node in ProxySQLNode.objects.filter(admin_host__iexact=admin_host, admin_port=admin_port).select_related(
-        "cluster"
-    ):
-        owned |= node.cluster.hostgroup_ids()
+    for node in read.same_endpoint:
+        owned |= read.owned[node.pk]
     return next((g for g in groups if not owned & set(g)), groups[0])
 
 

@@ -119,3 +119,29 @@ def test_the_adopt_form_proposes_the_split_and_takes_the_hostgroups_the_operator
     assert 'data-also-serves="dc1"' in page
     page = operator_client.get(dc1.get_absolute_url()).content.decode()
     assert 'data-also-serves="lab"' in page
+
+
+def test_adoption_reads_once_then_judges_and_builds_from_the_read_alone(adopted_shared, django_assert_num_queries):
+    lab, dc1, (first, second) = adopted_shared
+    snapshot = snapshot_of(first)
+    cases = [
+        # the cluster exists and has this node: memberships, backends known, credentials asked
+        {"cluster_name": "galera-lab", "node_name": "proxysql-1"},
+        # a new cluster on a ProxySQL already serving two: the hostgroups they own, the overlap refused
+        {"cluster_name": "third", "node_name": "p", "roles": {"writer": 100, "reader": 101}},
+        # a new cluster, no hostgroups entered: the group proposed from what the others own
+        {"cluster_name": "fourth", "node_name": "p"},
+    ]
+    plans = []
+    for options in cases:
+        options = {**options, "admin_host": "127.0.0.1", "admin_port": first.port}
+        planned = adopt.plan_adoption(snapshot, **options)
+        read = adopt.read_adoption(snapshot, options["cluster_name"], "127.0.0.1", first.port)
+        with django_assert_num_queries(0):
+            judged = adopt.judge_adoption(snapshot, read, **options)
+        assert judged == planned
+        plans.append(planned)
+    existing, overlapping, new = plans
+    assert existing.node_exists and existing.rows and {r.action for r in existing.rows} == {"unchanged"}
+    assert "owns hostgroup(s) 100, 101" in overlapping.errors[0]
+    assert sorted(new.shared_with) == ["dc1", "galera-lab"] and new.rows
