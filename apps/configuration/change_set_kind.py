@@ -2,14 +2,24 @@
 registered in ConfigurationConfig.ready() as operations and dr register theirs: the executor runs them by
 registry lookup and never names them."""
 
+from typing import Protocol
+
 from apps.accounts.roles import ADMIN
+from apps.fleet.models import Cluster
 from apps.plans.registry import PROPAGATE, RULES_OF_THE_NODES, OperationSpec, StepHandler, register_kind, register_step
 
 from . import change_set, change_set_steps
 from .change_set import CONFIG, CONFIG_RECORD, CONFIG_VERIFY
 
 
-def confirm_role(op):
+class _OnACluster(Protocol):
+    """What confirm_role reads of an operation (operations.Operation, an app above this one)."""
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+
+def confirm_role(op: _OnACluster) -> tuple[str, str] | None:
     """A cluster may ask that only an admin confirm its configuration changes (Cluster.config_confirm_role)."""
     if op.cluster.config_confirm_role == ADMIN:
         return ADMIN, "On this cluster only an admin confirms configuration changes."
@@ -31,7 +41,7 @@ HANDLERS = [
 ]
 
 
-def register():
+def register() -> None:
     register_kind(SPEC)
     for handler in HANDLERS:
         register_step(handler)

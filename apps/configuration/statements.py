@@ -10,11 +10,14 @@ when it differs from the version (that is drift, for repair or a write-back). A 
 password as the node holds it (clear text or hash) unless the change set sets a new one.
 """
 
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from apps.clients import proxysql_versions as versions
+from apps.plans.vocabulary import Sql
 
-from .content import in_scope, index, is_hashed, is_secret, password_hash, runtime_users
+from .content import Content, Diff, Key, in_scope, index, is_hashed, is_secret, password_hash, runtime_users
 from .tables import (
     MYSQL_GALERA_HOSTGROUPS,
     MYSQL_QUERY_RULES,
@@ -23,8 +26,11 @@ from .tables import (
     MYSQL_USERS,
     SCHEDULER,
     VARIABLES,
+    Row,
+    Table,
     variable_module,
 )
+from .secrets import Collector
 from .secrets import safe as secret_safe
 from .variables import SECRETS as SECRET_VARIABLES
 from .variables import same as same_variable
@@ -41,20 +47,20 @@ MODULE_ORDER = (
 
 @dataclass
 class NodePlan:
-    sql: list = field(default_factory=list)
-    rollback: list = field(default_factory=list)
-    modules: list = field(default_factory=list)  # modules this node loads (and saves)
+    sql: list[str] = field(default_factory=list)
+    rollback: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)  # modules this node loads (and saves)
     changes: int = 0
-    passwords: dict = field(default_factory=dict)  # user written -> how its password goes (never the value)
+    passwords: dict[str, str] = field(default_factory=dict)  # user written -> how its password goes (never the value)
 
 
-def _user_equal(a, b):
+def _user_equal(a: Row, b: Row) -> bool:
     return MYSQL_USERS.canonical({**a, "password": password_hash(a["password"])}) == MYSQL_USERS.canonical(
         {**b, "password": password_hash(b["password"])}
     )
 
 
-def diff_scope(intended):
+def diff_scope(intended: Diff) -> tuple[set[tuple[str, Key]], set[str], set[Key]]:
     """What a change set writes: its rows {(table, key)}, its variable names, and the users whose password it
     sets (new users included)."""
     return (
@@ -68,11 +74,25 @@ def diff_scope(intended):
     )
 
 
-def _form(password):
+def _form(password: str) -> str:
     return "hashed" if is_hashed(password) else "clear text"
 
 
-def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", intended=None, servers_load=None):
+# (written mysql_servers rows {key: row or None}) -> (forward, undo) statements in place of LOAD MYSQL SERVERS
+ServersLoad = Callable[[dict[Key, Row | None]], tuple[list[str], list[str]]]
+
+
+def node_plan(
+    sql: Sql,
+    target: Content,
+    memory: Mapping[str, Any],
+    *,
+    hostgroups: Collection[int],
+    secrets: Collector,
+    node_key: str = "node",
+    intended: Diff | None = None,
+    servers_load: ServersLoad | None = None,
+) -> NodePlan:
     """Statements for one node. `memory` is the node's memory layer (nodes.read_layers), `hostgroups` every
     hostgroup the cluster held before or holds after (so released hostgroups are emptied), `secrets` a
     secrets.Collector: every password in a statement, new or old, is a Secret (a marker placed by position,
@@ -83,15 +103,16 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
     and their undo (native_load.placement_load on a natively managed cluster); written: {key: row or None (deleted)}
     of the mysql_servers rows written."""
     plan = NodePlan()
-    written_servers = {}
-    forward, undo = {}, {}
+    written_servers: dict[Key, Row | None] = {}
+    forward: dict[str, list[str]] = {}
+    undo: dict[str, list[str]] = {}
     if intended is not None:
         rows, variables, new_passwords = diff_scope(intended)
 
-    def resolved(row):  # for comparing: the values
+    def resolved(row: Row) -> dict[str, Any]:  # for comparing: the values
         return {k: (secrets.value(v["secret"]) if is_secret(v) else v) for k, v in row.items()}
 
-    def keeps_password(key, node_row, row):
+    def keeps_password(key: Key, node_row: Row, row: Row) -> bool:
         """Whether a user written keeps the password the node holds: a change set that does not set it, or a
         write-back where the node's password is the version's in another form."""
         if node_row["password"] in (None, ""):
@@ -102,7 +123,7 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
             row["password"]
         )
 
-    def written(table, row):  # for statements: markers where passwords go
+    def written(table: Table, row: Row) -> Row:  # for statements: markers where passwords go
         if table is not MYSQL_USERS or row.get("password") in (None, ""):
             return row
         if is_secret(row["password"]):
@@ -115,19 +136,19 @@ def node_plan(sql, target, memory, *, hostgroups, secrets, node_key="node", inte
         }
 
     for module, tables in MODULE_ORDER:
-        fwd, back = [], []
+        fwd: list[str] = []
+        back: list[str] = []
         for table in tables:
             want = index(target, table)
             raw = [r for r in memory[table.name] if in_scope(table, r, hostgroups)]
             have = {table.key_of(r): r for r in (runtime_users(raw) if table is MYSQL_USERS else raw)}
-            equal = (
-                _user_equal
-                if table is MYSQL_USERS
-                # as ProxySQL holds them (NULL and '', case)
-                else (lambda a, b, table=table: table.canonical(a) == table.canonical(b))
-            )
 
-            def restore(key, table=table, raw=raw):
+            def as_held(a: Row, b: Row, table: Table = table) -> bool:  # as ProxySQL holds them (NULL and '', case)
+                return table.canonical(a) == table.canonical(b)
+
+            equal = _user_equal if table is MYSQL_USERS else as_held
+
+            def restore(key: Key, table: Table = table, raw: list[Row] = raw) -> list[str]:
                 """Exactly the memory rows this key had (a user may have two: frontend and backend)."""
                 head = [sql.delete_row(table.name, dict(zip(table.key, key)))] if table is MYSQL_USERS else []
                 return head + [sql.replace_row(table.name, written(table, r)) for r in raw if table.key_of(r) == key]

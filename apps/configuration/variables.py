@@ -8,6 +8,7 @@ it can reach a node.
 """
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ class VariableSpec:
     default: str
 
 
-def _load():
+def _load() -> dict[str, VariableSpec]:
     specs = {}
     path = Path(__file__).with_name("proxysql_variables.tsv")
     for line in path.read_text().splitlines():
@@ -67,12 +68,12 @@ SPECS = _load()
 INTEGER = re.compile(r"-?\d+")
 
 
-def managed(name):
+def managed(name: str) -> bool:
     """Is this variable part of a cluster's configuration?"""
     return name.startswith(("mysql-", "admin-")) and name not in PER_NODE
 
 
-def spec(name, known=None):
+def spec(name: str, known: Container[str] | None = None) -> VariableSpec | None:
     """The variable's spec; a variable the node lists but our table does not is text (`known`: the names the
     node has, from its global_variables)."""
     if name in SPECS:
@@ -84,7 +85,11 @@ def spec(name, known=None):
     return None
 
 
-def check(name, value, known=None):
+# A value as a file, a form or a node gives it: text, a number, a boolean or None (YAML); compared as its text.
+Value = object
+
+
+def check(name: str, value: Value, known: Container[str] | None = None) -> tuple[str | None, str | None]:
     """(normalised value, None) when ProxySQL would apply `value` at LOAD, else (None, why not)."""
     if not managed(name):
         return None, "is not managed by the console (a node's identity or the console's own credentials)"
@@ -117,7 +122,7 @@ def check(name, value, known=None):
     return str(value), None
 
 
-def same(name, a, b):
+def same(name: str, a: Value, b: Value) -> bool:
     """Equal as ProxySQL applies them (true/1, 007/7)."""
     if a == b:
         return True

@@ -12,21 +12,48 @@ digest form.
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypedDict, cast
+
+import redis
 
 from apps.configuration.rule_tester import normalise
+from apps.fleet.models import ProxySQLNode
 
 KEEP = 5
 READ_LIMIT = 100
 TEXT_MAX = 4000  # ProxySQL cuts long texts itself (mysql-query_digests_max_query_length); so do we
 EXAMPLE_TTL_S = 86400
 
+# A running query as ProxySQLAdmin.running_queries reads it: (hostgroup, user, db, srv_host, srv_port, time_ms, info).
+RunningQuery = tuple[int, str, str, str, int | None, int, str]
 
-def key_of(text):
+
+class Example(TypedDict):
+    """One kept example as of_digest() returns it ("server": [host, port] or None)."""
+
+    text: str
+    node: int
+    cluster: int
+    hostgroup: int
+    user: str
+    schema: str
+    server: list[Any] | None  # [host, port] as JSON gave it back
+    ts: int
+
+
+def key_of(text: str) -> str:
     """The Redis key of a query's or digest text's examples (the same for both)."""
     return "digest-examples:" + hashlib.sha1(normalise(text).lower().encode()).hexdigest()[:24]
 
 
-def record(r, node, rows, ts, keeps=None):
+def record(
+    r: redis.Redis,
+    node: ProxySQLNode,
+    rows: Sequence[RunningQuery],
+    ts: float,
+    keeps: Callable[[int], bool] | None = None,
+) -> int:
     """File the running queries `rows` (ProxySQLAdmin.running_queries) of a node under their digests. `keeps`:
     whether a hostgroup belongs to this node row's cluster (a ProxySQL serving several clusters)."""
     pipe = r.pipeline(transaction=False)
@@ -58,16 +85,18 @@ def record(r, node, rows, ts, keeps=None):
     return len(filed)
 
 
-def of_digest(r, digest_text, cluster_id=None):
+def of_digest(r: redis.Redis, digest_text: str, cluster_id: int | None = None) -> list[Example]:
     """The examples kept for a digest text, newest first: dicts with "text", "node", "cluster", "hostgroup", "user",
     "schema", "server" ([host, port] or None), "ts"."""
-    out = []
-    for member, score in r.zrevrange(key_of(digest_text), 0, KEEP - 1, withscores=True):
+    out: list[Example] = []
+    # redis' one return type covers its async client too: the sync client gives (member, score) pairs
+    kept = cast("list[tuple[bytes, float]]", r.zrevrange(key_of(digest_text), 0, KEEP - 1, withscores=True))
+    for member, score in kept:
         try:
             example = json.loads(member)
         except ValueError:
             continue
         if cluster_id is not None and example.get("cluster") != cluster_id:
             continue
-        out.append({**example, "ts": int(score)})
+        out.append(cast(Example, {**example, "ts": int(score)}))  # the fields record() wrote, and its time
     return out

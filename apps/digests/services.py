@@ -67,7 +67,7 @@ FULL_TEXT_READ_OVER = 2000  # more unknown digests than this: read every text at
 # in the id cache. A running query as ProxySQLAdmin.running_queries reads it.
 SourceKey = tuple[int, str, str, str]
 NodeSourceKey = tuple[int, int, str, str, str]
-RunningQuery = tuple[int, str, str, str, int | None, int, str]
+RunningQuery = examples.RunningQuery
 EndpointRow = tuple[ProxySQLNode, DigestNodeState | None, int]  # a node row of one ProxySQL, its state, its poll's ts
 
 # Per worker process: one admin connection per node for digest reads (apart from the 2-s poller's, so

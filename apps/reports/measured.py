@@ -16,11 +16,15 @@ bucket) after the window's end. A longer stretch (the writer stayed out after th
 drain of the only writer, say) stays as sampled: the operation does not explain it. Pure: no I/O.
 """
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from apps.operations.choices import OperationKind, OperationState
+from apps.operations.models import Operation, OperationStep
 
 from . import timeline as tl
+from .timeline import Timeline
 
 SLACK_S = 1.0  # a poll's figures are read a little after its round's timestamp
 HOLD = "old writer OFFLINE_SOFT (drain step start) to new writer ONLINE (move step end)"
@@ -36,11 +40,13 @@ class Window:
     how: str
     earliest: float  # a sampled stretch this operation explains starts no earlier
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {"id": self.op_id, "url": self.url, "label": self.label, "how": self.how}
 
 
-def switchover_window(op, steps):
+def switchover_window(
+    op: Operation, steps: Mapping[str, OperationStep]
+) -> tuple[float, float, str] | tuple[None, None, str]:
     """(start, end, how) of a planned switchover's writer hold on its steps' clocks, or (None, None, why)."""
     drain, move = steps.get("drain"), steps.get("move")
     if drain and drain.started_at and move and move.finished_at and move.state == OperationState.DONE:
@@ -54,9 +60,9 @@ def switchover_window(op, steps):
     return None, None, "not measured (the operation did not reach the drain)"
 
 
-def windows(ops, failover_after_polls, interval):
+def windows(ops: Iterable[Operation], failover_after_polls: int, interval: float) -> list[Window]:
     """[Window] of finished operations (steps prefetched)."""
-    out = []
+    out: list[Window] = []
     for op in ops:
         if op.started_at is None or op.finished_at is None or op.state not in OperationState.finished():
             continue
@@ -64,7 +70,7 @@ def windows(ops, failover_after_polls, interval):
         label = f"{op.get_kind_display()} #{op.pk}"
         if op.kind == OperationKind.SWITCHOVER:
             a, b, how = switchover_window(op, steps)
-            if a is None:
+            if a is None or b is None:  # both or neither: b named for mypy
                 continue
             out.append(Window(op.pk, op.get_absolute_url(), label, a, b, how, a))
         elif op.kind == OperationKind.FAILOVER:
@@ -88,9 +94,9 @@ def windows(ops, failover_after_polls, interval):
     return out
 
 
-def paint(timeline, a, b, value):
+def paint(timeline: Timeline, a: float, b: float, value: Any) -> Timeline:
     """The timeline with [a, b) set to value (None: no data there)."""
-    pieces = []
+    pieces: list[tuple[float, float, Any]] = []
     for sa, sb, v in timeline:
         if sa < a:
             pieces.append((sa, min(sb, a), v))
@@ -98,13 +104,19 @@ def paint(timeline, a, b, value):
             pieces.append((max(sa, b), sb, v))
     if value is not None:
         pieces.append((a, b, value))
-    out = []
+    out: Timeline = []
     for sa, sb, v in sorted((p for p in pieces if p[1] > p[0]), key=lambda p: p[0]):
         tl.append(out, sa, sb, v)
     return out
 
 
-def apply(timeline, is_bad, found, sample_s, period):
+def apply(
+    timeline: Timeline,
+    is_bad: Callable[[Any], Any],
+    found: Iterable[Window],
+    sample_s: Callable[[float], tuple[float, bool]],
+    period: tuple[float, float],
+) -> Timeline:
     """The timeline with each bad stretch that an operation's window explains replaced by that window.
     Replaced segments carry the operation's id as a third element of their value. `sample_s(t)`: how long
     one sample at time t stands for at most, and whether it is a rollup bucket: (seconds, is_bucket)."""
@@ -125,7 +137,7 @@ def apply(timeline, is_bad, found, sample_s, period):
     return timeline
 
 
-def _before(timeline, t):
+def _before(timeline: Timeline, t: float) -> Any:
     previous = None
     for sa, sb, v in timeline:
         if sb <= t + 1e-9:
@@ -133,10 +145,10 @@ def _before(timeline, t):
     return previous
 
 
-def split(segments, a, b):
+def split(segments: Timeline, a: float, b: float) -> tuple[float, float, list[int]]:
     """(measured seconds, sampled seconds, [operation ids]) of the bad segments within [a, b)."""
     measured = sampled = 0.0
-    ops = []
+    ops: list[int] = []
     for sa, sb, v in segments:
         lo, hi = max(a, sa), min(b, sb)
         if hi <= lo:

@@ -9,9 +9,19 @@ but never longer than `max_gap` (past that the time is no data); a rollup row co
 """
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any
+
+# A segment [start, end, value]: a list, since append() moves the last one's end in place; the value is any
+# category, tuple or number a section keeps (compared with ==).
+Segment = list[Any]
+Timeline = list[Segment]
+# A history row (ts, resolution, figures...) as history.load() reads it, and the piece of time it covers.
+Row = Sequence[Any]
+Covered = tuple[float, float, Row]
 
 
-def append(out, a, b, value):
+def append(out: Timeline, a: float, b: float, value: Any) -> None:
     """Append [a, b, value] to a timeline being built in time order, merging with an equal neighbour."""
     if b <= a:
         return
@@ -21,14 +31,14 @@ def append(out, a, b, value):
         out.append([a, b, value])
 
 
-def coverage(rows, pieces, max_gap):
+def coverage(rows: Iterable[Row], pieces: Iterable[tuple[float, float, float]], max_gap: float) -> Iterator[Covered]:
     """Yield (a, b, row) for rows [(ts, resolution, ...)] of one thing sorted by ts, clipped to `pieces`
     [(resolution, from, to)]: the finest resolution available in each stretch of the period."""
-    by_res = defaultdict(list)
+    by_res: defaultdict[float, list[Row]] = defaultdict(list)
     for row in rows:
         by_res[row[1]].append(row)
     for resolution, lo, hi in pieces:
-        mine = by_res.get(resolution, ())
+        mine: Sequence[Row] = by_res.get(resolution, ())
         for i, row in enumerate(mine):
             ts = row[0]
             if resolution == 0:
@@ -47,15 +57,15 @@ def coverage(rows, pieces, max_gap):
                 yield a, b, row
 
 
-def _own_interval(rows, i, max_gap):
+def _own_interval(rows: Sequence[Row], i: int, max_gap: float) -> float:
     """A last (or isolated) raw poll holds for the interval the poller kept before it, else max_gap / 3."""
     if i > 0 and rows[i][0] - rows[i - 1][0] <= max_gap:
         return rows[i][0] - rows[i - 1][0]
     return max_gap / 3
 
 
-def from_coverage(segments, value_of):
-    out = []
+def from_coverage(segments: Iterable[Covered], value_of: Callable[[Row], Any]) -> Timeline:
+    out: Timeline = []
     for a, b, row in segments:
         value = value_of(row)
         if value is not None:
@@ -63,14 +73,14 @@ def from_coverage(segments, value_of):
     return out
 
 
-def combine(fn, timelines):
+def combine(fn: Callable[[list[Any]], Any], timelines: Sequence[Timeline]) -> Timeline:
     """One timeline from several: fn(values) -> value at each moment (values[i] is None where timeline i
     has no data; fn returning None means no data)."""
     points = sorted({p for tl in timelines for seg in tl for p in (seg[0], seg[1])})
     idx = [0] * len(timelines)
-    out = []
+    out: Timeline = []
     for a, b in zip(points, points[1:]):
-        values = []
+        values: list[Any] = []
         for i, tl in enumerate(timelines):
             j = idx[i]
             while j < len(tl) and tl[j][1] <= a:
@@ -83,8 +93,8 @@ def combine(fn, timelines):
     return out
 
 
-def mapped(timeline, fn):
-    out = []
+def mapped(timeline: Timeline, fn: Callable[[Any], Any]) -> Timeline:
+    out: Timeline = []
     for a, b, v in timeline:
         value = fn(v)
         if value is not None:
@@ -92,20 +102,20 @@ def mapped(timeline, fn):
     return out
 
 
-def durations(timeline, key=lambda v: v):
-    totals = defaultdict(float)
+def durations(timeline: Timeline, key: Callable[[Any], Hashable] = lambda v: v) -> dict[Hashable, float]:
+    totals: defaultdict[Hashable, float] = defaultdict(float)
     for a, b, v in timeline:
         totals[key(v)] += b - a
     return dict(totals)
 
 
-def covered(timeline):
+def covered(timeline: Timeline) -> float:
     return sum(b - a for a, b, _ in timeline)
 
 
-def stretches(timeline, want, join_gap=0.0):
+def stretches(timeline: Timeline, want: Callable[[Any], Any], join_gap: float = 0.0) -> list[tuple[float, float]]:
     """[(a, b)] where want(value) holds; stretches separated by at most join_gap seconds are one."""
-    out = []
+    out: list[list[float]] = []  # [a, b]: the last one's end moves
     for a, b, v in timeline:
         if not want(v):
             continue
@@ -116,19 +126,26 @@ def stretches(timeline, want, join_gap=0.0):
     return [(a, b) for a, b in out]
 
 
-def value_at(timeline, t):
+def value_at(timeline: Timeline, t: float) -> Any:
     for a, b, v in timeline:
         if a <= t < b:
             return v
     return None
 
 
-def bucketed(segments, start, end, width, value_of, how="sum"):
+def bucketed(
+    segments: Iterable[Covered],
+    start: float,
+    end: float,
+    width: float,
+    value_of: Callable[[Row], float | None],
+    how: str = "sum",
+) -> list[float | None]:
     """Per bucket of `width` seconds over [start, end): the time integral of value_of(row) ("sum"), its
     time-weighted mean ("mean") or its maximum ("max"), from (a, b, row) segments. None: no data."""
     n = max(1, int(-(-(end - start) // width)))
     acc, weight = [0.0] * n, [0.0] * n
-    top = [None] * n
+    top: list[float | None] = [None] * n
     for a, b, row in segments:
         value = value_of(row)
         if value is None:
@@ -139,7 +156,8 @@ def bucketed(segments, start, end, width, value_of, how="sum"):
             span = edge - a
             acc[i] += value * span
             weight[i] += span
-            top[i] = value if top[i] is None else max(top[i], value)
+            held = top[i]
+            top[i] = value if held is None else max(held, value)
             a, i = edge, i + 1
     if how == "max":
         return top

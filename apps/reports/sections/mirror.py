@@ -1,18 +1,23 @@
 """Mirror queue saturation per ProxySQL node (status.mirror's verdict on each sample)."""
 
+from typing import Any
+
 from apps.monitoring import status
 
 from .. import timeline as tl
 from ..history import P
-from .common import MAX_STRETCHES, _truthy
+from ..timeline import Row, Timeline
+from .common import MAX_STRETCHES, SectionContext, _truthy
 
 
-def mirror(ctx):
-    nodes, stretches, has_data = [], [], False
+def mirror(ctx: SectionContext) -> dict[str, Any]:
+    nodes: list[dict[str, Any]] = []
+    stretches: list[dict[str, Any]] = []
+    has_data = False
     for nid, segs in ctx.h.proxysql.items():
         name = ctx.nodes[nid].name if nid in ctx.nodes else str(nid)
 
-        def verdict(r):
+        def verdict(r: Row) -> status.Mirror | None:
             if not _truthy(r[P["reachable"]]):
                 return None
             return status.mirror(
@@ -25,7 +30,7 @@ def mirror(ctx):
                 }
             )
 
-        saturated = []
+        saturated: Timeline = []
         for a, b, r in segs:
             m = verdict(r)
             if m is None:
@@ -34,13 +39,13 @@ def mirror(ctx):
                 has_data = True
             tl.append(saturated, a, b, bool(m.saturated))
         ratios = tl.bucketed(
-            segs, ctx.start, ctx.end, ctx.bucket_s, lambda r: verdict(r).queue_ratio if verdict(r) else None, how="max"
+            segs, ctx.start, ctx.end, ctx.bucket_s, lambda r: v.queue_ratio if (v := verdict(r)) else None, how="max"
         )
         nodes.append(
             {"id": nid, "name": name, "ratio_buckets": [None if v is None else round(v * 100, 1) for v in ratios]}
         )
         for a, b in tl.stretches(saturated, lambda v: v, join_gap=ctx.h.max_gap):
-            inside = [verdict(r) for sa, sb, r in segs if sb > a and sa < b and verdict(r)]
+            inside = [v for sa, sb, r in segs if sb > a and sa < b and (v := verdict(r))]
             peak = max(inside, key=lambda m: m.queue_ratio or 0, default=None)
             stretches.append(
                 {
