@@ -6,15 +6,17 @@ lab/reference/native-galera/switch.jsonl). So the move is made by the weights: A
 hostgroup are swapped, and what is loaded meanwhile is the placement Monitor makes of them.
 
 Steps: [lower auto_increment_delay_multiplex] -> drain A (Monitor's placement loaded with the weights swapped and A
-OFFLINE_SOFT in the writer hostgroup, alone: writes are held; Monitor's next check would place B, as the move does)
--> wait for ConnUsed 0 on every node -> wait until B has applied what A committed -> move (the placement Monitor makes
-of the swapped weights loaded: B writing, A a backup writer) -> wait until Monitor on every node has checked and
+OFFLINE_SOFT in the writer hostgroup, alone: writes are held; the mysql_galera_hostgroups row inactive until the move,
+since a healthcheck in between would put A ONLINE again, finding it writable in the writer hostgroup, until it checked
+B: HostGroups_Manager's update_galera_set_writer) -> wait for ConnUsed 0 on every node -> wait until B has applied
+what A committed -> move (the row active again, the placement Monitor makes of the swapped weights loaded: B writing,
+A a backup writer) -> wait until Monitor on every node has checked and
 agreed (it marks A SHUNNED in the writer hostgroup, a row no plan writes) -> memory as configured with the weights
 swapped, saved to disk (no LOAD: loaded as configured, every backend would write until Monitor's next check) -> verify
 memory -> [restore the variable] -> record the swapped weights as the next configuration version.
 
-A rollback loads the placement as it was before the drain (A writing) with the weights as they were, and puts memory
-back to the configured rows; disk is written only past the point of no return.
+A rollback loads the placement as it was before the drain (A writing) with the weights as they were and the row
+active, and puts memory back to the configured rows; disk is written only past the point of no return.
 """
 
 from apps.clients.proxysql import configured
@@ -145,7 +147,7 @@ def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_time
     facts["monitor_moves"] = (
         f"ProxySQL's Galera manager picks the writer by weight on each node: this plan swaps the weights of {A} and "
         f"{B} in writer hostgroup {W} and loads the placement Monitor makes of them. It drains {A} (writes are held "
-        f"until the move), waits for {B} to apply what {A} committed, moves, and waits up to {monitor_timeout_ms} ms "
+        f"until the move; the manager is off meanwhile, so that no healthcheck puts {A} back), waits for {B} to apply what {A} committed, moves, and waits up to {monitor_timeout_ms} ms "
         f"for Monitor (a healthcheck every {interval} ms) to agree on every node; otherwise it rolls back, the weights "
         f"and the placement as they were. Memory ends as configured with the weights swapped, saved to disk."
     )
@@ -166,7 +168,8 @@ def galera_steps(
         drain_timeout_ms,
         on_timeout,
         f"{A} to OFFLINE_SOFT alone in writer hostgroup {W}, the weights of {A} and {B} swapped, "
-        f"loaded with Monitor's placement as it is: writes are held",
+        f"loaded with Monitor's placement as it is and the Galera manager off until the move (its check would "
+        f"put {A} ONLINE again): writes are held",
     )
     steps.append(
         Step(
@@ -179,7 +182,8 @@ def galera_steps(
     steps.append(
         Step(
             "move",
-            f"Load the placement Monitor makes of the swapped weights: {B} writing in {W}, {A} a backup writer",
+            f"Load the placement Monitor makes of the swapped weights with the Galera manager on again: {B} writing "
+            f"in {W}, {A} a backup writer",
             PROXYSQL,
             per_node(read, "move"),
         )
@@ -270,13 +274,17 @@ def _node_statements(sql, row, A, B, runtime, memory, variables):
         for k, v in configured_rows.items()
     }
     every = sorted(placed.keys() | configured_rows.keys() | drained.keys() | moved.keys())
-    back = _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
+    # From the drain to the move the manager is off (the row inactive): a healthcheck in between would put A ONLINE
+    # in the writer hostgroup again, as it finds it writable there, until it checks B (real 2.7.1 under sysbench: a
+    # session began on A and the move's LOAD cut it, 2013; lab/reference/native-galera/switch-under-sysbench.md §2).
+    off, on = sql.set_galera_active(W, False), sql.set_galera_active(W, True)
+    back = [on] + _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, (W, *a): {**drained[(W, *a)], "status": "OFFLINE_HARD"}} if (W, *a) in drained else drained
     return {
         **autoinc_parts(sql, variables),
-        "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
+        "drain": {"sql": [off] + _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
         "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
-        "move": {"sql": _changes(sql, drained, moved) + [sql.LOAD_SERVERS], "rollback": back},
+        "move": {"sql": [on] + _changes(sql, drained, moved) + [sql.LOAD_SERVERS], "rollback": back},
         "memory_back": {"sql": _changes(sql, moved, target) + [sql.SAVE_SERVERS], "rollback": []},
         "configured": [[*k, target[k]] for k in sorted(target)],
         "weights": {"swap": swap, "heaviest": heaviest, "said": said},

@@ -255,6 +255,14 @@ class Sql:
         where = " AND ".join(f"{c}=%s" for c in key)
         return self.render(f"DELETE FROM {table} WHERE {where}", tuple(key.values()))
 
+    def set_galera_active(self, writer_hostgroup: int, active: bool) -> str:
+        """Switch ProxySQL's Galera manager off (or on) for one mysql_galera_hostgroups row: an inactive row is
+        not checked by Monitor, so the servers stay as loaded."""
+        return self.render(
+            "UPDATE mysql_galera_hostgroups SET active=%s WHERE writer_hostgroup=%s",
+            (1 if active else 0, int(writer_hostgroup)),
+        )
+
     @staticmethod
     def load(module: str) -> str:
         return f"LOAD {module} TO RUNTIME"

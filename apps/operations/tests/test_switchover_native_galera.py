@@ -8,6 +8,7 @@ the weights swapped, recorded as the next configuration version. Before, such a 
 import threading
 import time
 
+import MySQLdb
 import pytest
 
 from apps.alerts.tests import test_native_galera_drift as native
@@ -171,6 +172,85 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(
     held = sum(timings[k] for k in ("drain", "wait_drain", "catch_up", "move"))
     assert max(w.slowest_ms for w in writers) < held + 1000, ([w.slowest_ms for w in writers], timings)
     assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)  # none lost
+
+
+def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    """Issue 33: real 2.7.1's Galera manager, checking a writable backend that is OFFLINE_SOFT in the writer hostgroup,
+    puts it ONLINE again (HostGroups_Manager's update_galera_set_writer) until its check of the heavier backup writer
+    moves the writer: a healthcheck between the drain and the move let sessions begin on the old writer, and the move's
+    LOAD cut them (2013 under sysbench). Here a session on 3311 (DO SLEEP through node 1: no rule sends it to the readers) holds the drain open while
+    each node is told to check (a LOAD MYSQL VARIABLES TO RUNTIME: Monitor's Galera loop checks at once on a new
+    variables version, shown first). The plan turns the manager off from the drain to the move: no check runs then,
+    and 3311 stays OFFLINE_SOFT, the only row in hostgroup 100, on every node until the move."""
+    nodes = [real_proxysql_factory("2.7.1", name=f"galera-hold-{n}") for n in (1, 2)]
+    cluster = natively_managed(nodes, APP_USER)
+    holder = MySQLdb.connect(host="127.0.0.1", port=nodes[0].client_port, user="app", passwd="app", autocommit=True)
+    held = threading.Thread(target=lambda: holder.cursor().execute("DO SLEEP(4)"), daemon=True)
+    held.start()
+
+    def checks_of_3311(node):
+        rows = native.admin(node, "SELECT MAX(time_start_us) FROM monitor.mysql_server_galera_log WHERE port=3311")
+        return int(rows[0][0] or 0)
+
+    seen, checked = set(), {}
+
+    def force_a_check_while_drained():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            rows = native.admin(
+                nodes[0], "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311"
+            )
+            if ("OFFLINE_SOFT",) in [tuple(r) for r in rows]:
+                break
+            time.sleep(0.005)
+        before = [checks_of_3311(node) for node in nodes]
+        for node in nodes:
+            native.admin(node, "LOAD MYSQL VARIABLES TO RUNTIME")
+        while time.monotonic() < deadline:
+            rows = [
+                native.admin(
+                    node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100 ORDER BY port"
+                )
+                for node in nodes
+            ]
+            if not held.is_alive():  # the session may have ended during these reads: the move may be in them
+                break
+            seen.update((n, tuple((int(port), status) for port, status in r)) for n, r in enumerate(rows))
+            time.sleep(0.02)
+        checked.update({n: checks_of_3311(node) > b for n, (node, b) in enumerate(zip(nodes, before))})
+
+    # what a LOAD MYSQL VARIABLES TO RUNTIME does to an active manager: a check within about 0.5 s, not 5
+    before = [checks_of_3311(node) for node in nodes]
+    for node in nodes:
+        native.admin(node, "LOAD MYSQL VARIABLES TO RUNTIME")
+    assert wait_for(lambda: all(checks_of_3311(n) > b for n, b in zip(nodes, before)), 2)
+
+    watcher = threading.Thread(target=force_a_check_while_drained, daemon=True)
+    assert wait_for(lambda: query_pool_used(nodes[0]) == 1, 5), (  # the session is on 3311
+        native.admin(nodes[0], "SELECT hostgroup, srv_port, status, ConnUsed FROM stats_mysql_connection_pool"),
+        native.admin(nodes[0], "SELECT user, hostgroup, command, info FROM stats_mysql_processlist"),
+    )
+    watcher.start()
+    op = run_plan(plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=10_000), operator_user)
+    watcher.join(30)
+    held.join(10)
+    holder.close()
+    assert op.state == "done", op.error
+    # until the move (the session ended): only the drained row in hostgroup 100, never 3311 ONLINE
+    assert seen == {(0, ((3311, "OFFLINE_SOFT"),)), (1, ((3311, "OFFLINE_SOFT"),))}, sorted(seen)
+    assert checked == {0: False, 1: False}, checked  # the manager off: no check of 3311 while the session held it
+    for node in nodes:
+        native.wait_placed(node, 3312)
+    native.no_drift_anywhere(cluster)
+
+
+def query_pool_used(node):
+    rows = native.admin(
+        node, "SELECT SUM(ConnUsed) FROM stats_mysql_connection_pool WHERE hostgroup=100 AND srv_port=3311"
+    )
+    return int(rows[0][0] or 0)
 
 
 def test_monitor_not_agreeing_in_time_rolls_back_the_weights_on_a_double_pair(
