@@ -5,9 +5,10 @@ user/password admin/admin, and speaks the real MySQL wire protocol: connect with
 `double.connect_kwargs()`. Drive its traffic model with `double.traffic` (Python) or `LAB ...`
 statements over the wire; read what the product sent with `double.statements()`.
 
-TEST_DOUBLES=process: the fixtures' doubles are served by a process of their own (lab.proxysql_double.host, one
-per pytest process) behind the same API, so that a busy test process never delays their answers (sharded runs
-on a loaded machine). Unset (or "thread"): in this process, on a background thread (the default for now).
+TEST_DOUBLES=process (the default): the fixtures' doubles are served by a process of their own
+(lab.proxysql_double.host, one per pytest process) behind the same API, so that a busy test process never delays
+their answers (sharded runs on a loaded machine: an in-process double past the product's 0.8 s read deadline failed
+two tests of a full run at load 4-9). TEST_DOUBLES=thread: in this process, on a background thread (the old way).
 """
 
 import os
@@ -17,7 +18,7 @@ import pytest
 
 def doubles_in_a_process():
     """Whether TEST_DOUBLES asks for the doubles in a process of their own."""
-    mode = os.environ.get("TEST_DOUBLES", "thread") or "thread"
+    mode = os.environ.get("TEST_DOUBLES", "process") or "process"
     if mode not in ("thread", "process"):
         raise ValueError(f"TEST_DOUBLES must be thread or process, not {mode!r}")
     return mode == "process"
