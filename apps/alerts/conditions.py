@@ -13,7 +13,9 @@ Three levels, by what a check needs:
 """
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from apps.configuration import drift as layers_drift
 from apps.dr.choices import ChannelState
@@ -21,6 +23,16 @@ from apps.monitoring import proxysql_cluster, status
 from apps.monitoring.formatting import duration
 
 from .catalogue import BY_KEY
+from .context import ChannelCtx, ClusterCtx, NodeCtx, OperationAlert, ServerCtx
+
+if TYPE_CHECKING:  # why: the types only; rulesettings reads the database, nothing of it runs here
+    from apps.configuration.drift import StoredResult
+    from apps.fleet.drift import LayerDifference, LayerFinding
+
+    from .rulesettings import Effective
+
+Doc = dict[str, Any]  # a latest-state document as the poll wrote it (JSON: its values are any)
+Settings = Mapping[str, "Effective"]  # rulesettings.for_cluster(): each rule's effective settings
 
 NODE_RULES = (
     "proxysql_unreachable",
@@ -62,7 +74,7 @@ CHANNEL_RULES = ("channel_stopped", "channel_lag")
 NODE_REACH_RULES = ("proxysql_unreachable", "proxysql_auth")
 
 
-def node_rules(c, doc, now):
+def node_rules(c: ClusterCtx, doc: Doc | None, now: float) -> tuple[str, ...]:
     """The rules a pass over this node's document judges: what it does not observe of them is resolved."""
     if doc is not None and (_stale(doc, c, now) or not doc.get("ok", True)):
         return NODE_REACH_RULES
@@ -77,7 +89,7 @@ class Observation:
     label: str
     summary: str
     value: float | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     started: float | None = None  # when the condition began, when the document says (else: first seen)
     node: int | None = None
     server: int | None = None
@@ -85,22 +97,22 @@ class Observation:
     operation: int | None = None
 
 
-def node_label(n):
+def node_label(n: NodeCtx) -> str:
     return f"ProxySQL {n.name} ({n.admin_host}:{n.admin_port})"
 
 
-def _age(doc, now):
+def _age(doc: Doc, now: float) -> float:
     return max(0.0, now - doc["ts"])
 
 
-def _stale(doc, c, now, backend=False):
+def _stale(doc: Doc, c: ClusterCtx, now: float, backend: bool = False) -> bool:
     return _age(doc, now) > status.stale_after(c.backend_interval if backend else c.interval)
 
 
 is_stale = _stale
 
 
-def _on(settings, key):
+def _on(settings: Settings, key: str) -> bool:
     return settings[key].enabled
 
 
@@ -108,17 +120,17 @@ def _on(settings, key):
 ENGINE_FRESH_S = 120  # the drift watcher runs every 30 s: an older result is not judged (nothing resolved on it)
 
 
-def _engine_result(doc, now):
+def _engine_result(doc: Doc, now: float) -> "StoredResult | None":
     """The drift watcher's last result for this node (a configuration.drift.StoredResult: evaluate.with_layers
     attaches it), None when there is none, it is too old, or the watcher could not read the node (unreachable is
     its own rule)."""
-    result = doc.get("layers_drift")
+    result: StoredResult | None = doc.get("layers_drift")
     if result is None or result.error or now - result.ts > ENGINE_FRESH_S:
         return None
     return result
 
 
-def _runtime_words(d, intent):
+def _runtime_words(d: Mapping[str, Any], intent: str) -> str:
     """A runtime difference (drift.runtime_difference) in words; intent: "the inventory", "version 3"."""
     if d["field"] == "row":
         return f"{d['where']} is {d['runtime']} at runtime, {intent} says {d['intended']}"
@@ -130,10 +142,11 @@ def _runtime_words(d, intent):
 # {(node pk, layer): (what was compared, its result)}: a node's polled rows and the inventory stay the same from one
 # poll to the next, so the drift engine runs when either changed, not at every poll (it was ~40 % of a poll's CPU in a
 # fleet with drift: docs/benchmarks.md, issue 40).
-_compared = {}
+_compared: dict[tuple[int, str], tuple[tuple[object, ...], "Compared"]] = {}
+Compared = tuple[list["LayerDifference"], list["LayerFinding"]]  # layers_drift.compare_node()'s answer
 
 
-def _compare_polled(c, n, layer, rows):
+def _compare_polled(c: ClusterCtx, n: NodeCtx, layer: str, rows: list[dict[str, Any]]) -> Compared:
     """layers_drift.compare_polled() of one node's polled layer, again only when its rows or the intent changed."""
     key = (
         n.name,
@@ -146,27 +159,27 @@ def _compare_polled(c, n, layer, rows):
     last = _compared.get((n.pk, layer))
     if last is not None and last[0] == key:
         return last[1]
-    result = layers_drift.compare_polled(
+    result: Compared = layers_drift.compare_polled(
         n.name, c.intended, {layer: rows}, c.hostgroups, c.writer_hostgroup, managed=c.managed
     )
     _compared[(n.pk, layer)] = (key, result)
     return result
 
 
-def node_observations(c, n, doc, now, settings):
+def node_observations(c: ClusterCtx, n: NodeCtx, doc: Doc | None, now: float, settings: Settings) -> list[Observation]:
     """Rules on one ProxySQL node's latest-state document."""
     if doc is None:
         return []  # never polled yet: the overview says so; nothing to alert on
-    out = []
+    out: list[Observation] = []
     target, subject = f"n{n.pk}", f"n{n.pk}"
     label = node_label(n)
 
-    def obs(rule, summary, **kw):
+    def obs(rule: str, summary: str, **kw: Any) -> None:
         out.append(
             Observation(rule, kw.pop("subject", subject), target, kw.pop("label", label), summary, node=n.pk, **kw)
         )
 
-    def node_wide(rule, summary, **kw):
+    def node_wide(rule: str, summary: str, **kw: Any) -> None:
         """A rule about the whole ProxySQL: on one that serves several clusters, each cluster's row alerts
         (each its own routing and silences) and says which other clusters lose the same ProxySQL."""
         if n.also_serves:
@@ -244,21 +257,20 @@ def node_observations(c, n, doc, now, settings):
     # variables on the drift watcher's last result (the configuration's engine, every 30 s), never read here.
     engine = _engine_result(doc, now)
     if _on(settings, "drift"):
-        said = []
+        said: list[str] = []
         if frozenset(c.row_tuple(r) for r in mine) != c.intended_fingerprint:
             diffs, _ = _compare_polled(c, n, "runtime", mine)
             said = [_runtime_words(layers_drift.runtime_difference(d), "the inventory") for d in diffs]
-        said += [
-            _runtime_words(d, f"version {engine.version}")
-            for d in (engine.runtime if engine else [])
-            if d["table"] != "mysql_servers"
-        ]
+        if engine is not None:
+            said += [
+                _runtime_words(d, f"version {engine.version}") for d in engine.runtime if d["table"] != "mysql_servers"
+            ]
         if said:
             more = f" and {len(said) - 1} more" if len(said) > 1 else ""
             obs("drift", f"{n.name}: {said[0]}{more}", value=len(said), details={"differences": said[:20]})
     disk = status.polled_layer(doc, "disk")
     if _on(settings, "restart_drift"):
-        findings = []
+        findings: list[str] = []
         if (
             disk is not None
             and frozenset(c.row_tuple(r) for r in disk if r["hostgroup_id"] in c.hostgroups) != c.intended_fingerprint
@@ -283,7 +295,7 @@ def node_observations(c, n, doc, now, settings):
                 },
             )
     if _on(settings, "backend_shunned"):
-        shunned = {}
+        shunned: dict[tuple[str, int], list[int]] = {}
         for r in mine:
             if r["status"] == "SHUNNED":
                 shunned.setdefault((r["hostname"], r["port"]), []).append(r["hostgroup_id"])
@@ -299,7 +311,7 @@ def node_observations(c, n, doc, now, settings):
     s = settings["backend_flapping"]
     if s.enabled and doc.get("status_changes"):
         window = s.params["minutes"] * 60
-        counts = {}
+        counts: dict[tuple[str, int], int] = {}
         for key, stamps in doc["status_changes"].items():
             hg, host, port = key.split(":", 2)
             if int(hg) not in c.hostgroups:
@@ -335,14 +347,16 @@ def node_observations(c, n, doc, now, settings):
 
 
 # -- one backend -------------------------------------------------------------------------------------
-def backend_observations(c, srv, doc, now, settings):
+def backend_observations(
+    c: ClusterCtx, srv: ServerCtx, doc: Doc | None, now: float, settings: Settings
+) -> list[Observation]:
     if doc is None:
         return []
-    out = []
+    out: list[Observation] = []
     target = f"s{srv.pk}"
     label = f"backend {srv.hostname}:{srv.port}"
 
-    def obs(rule, summary, **kw):
+    def obs(rule: str, summary: str, **kw: Any) -> None:
         out.append(Observation(rule, target, target, label, summary, server=srv.pk, **kw))
 
     stale = _stale(doc, c, now, backend=True)
@@ -414,7 +428,7 @@ def backend_observations(c, srv, doc, now, settings):
     return out
 
 
-def fc_share(marks, window_s):
+def fc_share(marks: list[list[float]], window_s: float) -> float | None:
     """Share of the last window_s that replication was paused by flow control, from the document's
     [[epoch, paused ns], ...] readings (the newest last); None without two readings."""
     if len(marks) < 2:
@@ -428,14 +442,16 @@ def fc_share(marks, window_s):
 
 
 # -- the cluster ------------------------------------------------------------------------------------
-def usable(doc, c, now, as_writer):
+def usable(doc: Doc | None, c: ClusterCtx, now: float, as_writer: bool) -> tuple[bool, str, float | None]:
     """(usable, why not, since when not) of a backend for a ProxySQL row pointing at it. No fresh document
     (not polled, no monitor credentials) means unknown, taken as usable: the staleness rules say the rest."""
     ok, why = _usable(doc, c, now, as_writer)
-    return ok, why, None if ok else (doc.get("error_since") or doc["ts"])
+    if ok or doc is None:  # no document is usable (unknown): never None here when not ok
+        return ok, why, None
+    return ok, why, doc.get("error_since") or doc["ts"]
 
 
-def _usable(doc, c, now, as_writer):
+def _usable(doc: Doc | None, c: ClusterCtx, now: float, as_writer: bool) -> tuple[bool, str]:
     if doc is None or _stale(doc, c, now, backend=True):
         return True, "unknown"
     if not doc.get("ok", True):
@@ -455,22 +471,29 @@ def _usable(doc, c, now, as_writer):
     return True, ""
 
 
-def cluster_observations(c, node_docs, server_docs, now, settings, operations):
+def cluster_observations(
+    c: ClusterCtx,
+    node_docs: Mapping[int, Doc | None],
+    server_docs: Mapping[int, Doc | None],
+    now: float,
+    settings: Settings,
+    operations: Iterable[OperationAlert],
+) -> list[Observation]:
     """Rules that need the whole cluster: each node's writer and reader hostgroups against the backends'
     health, the nodes against each other, the Galera cluster's size, and its operations."""
-    out = []
+    out: list[Observation] = []
     target = f"c{c.pk}"
     W, R = c.writer_hostgroup, c.reader_hostgroup
-    health = {}
+    health: dict[tuple[int | None, bool], tuple[bool, str, float | None]] = {}
 
-    def backend_health(host, port, as_writer):
+    def backend_health(host: str, port: int, as_writer: bool) -> tuple[bool, str, float | None]:
         pk = c.server_at(host, port)
         key = (pk, as_writer)
         if key not in health:
             health[key] = usable(server_docs.get(pk) if pk else None, c, now, as_writer)
         return health[key]
 
-    writers_by_node = {}
+    writers_by_node: dict[str, tuple[str, ...]] = {}
     for n in c.nodes.values():
         doc = node_docs.get(n.pk)
         if doc is None or _stale(doc, c, now) or not doc.get("ok", True):
@@ -505,7 +528,8 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
                 extra = f" (also in the hostgroup: {', '.join(others)})" if others else ""
                 # Since the last ONLINE writer became unusable, as its polls say (for a node with no ONLINE
                 # writer row, since this evaluation first saw it).
-                since = max((backend_health(r["hostname"], r["port"], True)[2] for r in online_w), default=None)
+                unusable_since = (backend_health(r["hostname"], r["port"], True)[2] for r in online_w)
+                since = max((t for t in unusable_since if t is not None), default=None)
                 out.append(
                     Observation(
                         "writer_none",
@@ -596,17 +620,19 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
                 )
             )
     if _on(settings, "proxysql_cluster_diverged"):
-        parts = {
-            n.name: (node_docs.get(n.pk) or {}).get("proxysql_cluster")
-            for n in c.nodes.values()
-            if node_docs.get(n.pk) and node_docs[n.pk].get("ok", True) and not _stale(node_docs[n.pk], c, now)
-        }
-        apart = []
+        parts: dict[str, proxysql_cluster.Part] = {}  # the answering nodes' configured ProxySQL Cluster parts
+        for n in c.nodes.values():
+            doc = node_docs.get(n.pk)
+            if doc and doc.get("ok", True) and not _stale(doc, c, now):
+                part = doc.get("proxysql_cluster")
+                if proxysql_cluster.configured(part):
+                    parts[n.name] = part
+        apart: list[str] = []
         for module in proxysql_cluster.MODULES:
-            sums = {}
+            sums: dict[str, list[str]] = {}
             for name, part in sorted(parts.items()):
-                own = ((part or {}).get("checksums") or {}).get(module)
-                if own and proxysql_cluster.configured(part):
+                own = (part.get("checksums") or {}).get(module)
+                if own:
                     sums.setdefault(own[2], []).append(name)
             if len(sums) > 1 and any(
                 proxysql_cluster.sync_on(parts[name], module) for names in sums.values() for name in names
@@ -644,7 +670,7 @@ def cluster_observations(c, node_docs, server_docs, now, settings, operations):
     return out
 
 
-def _single_server(c, rows):
+def _single_server(c: ClusterCtx, rows: Iterable[Mapping[str, Any]]) -> int | None:
     """The backend a writer alert is about, when there is exactly one (its chart is the evidence): the ONLINE
     writer that is unusable or, with no ONLINE row, the one the hostgroup still holds (a dead writer that
     ProxySQL shunned before the backend's poll saw it down is the same alert about the same backend)."""
@@ -653,15 +679,17 @@ def _single_server(c, rows):
 
 
 # -- one DR channel ------------------------------------------------------------------------------------
-def channel_observations(c, ch, doc, now, settings):
+def channel_observations(
+    c: ClusterCtx, ch: ChannelCtx, doc: Doc | None, now: float, settings: Settings
+) -> list[Observation]:
     """Rules on one channel's latest-state document; c is its replica cluster (polled at its backend interval)."""
     if doc is None:
         return []
-    out = []
+    out: list[Observation] = []
     target = f"ch{ch.pk}"
     label = f"DR channel {ch.name}"
 
-    def obs(rule, summary, **kw):
+    def obs(rule: str, summary: str, **kw: Any) -> None:
         out.append(Observation(rule, target, target, label, summary, server=ch.replica_server, **kw))
 
     if _stale(doc, c, now, backend=True):
@@ -709,7 +737,7 @@ def channel_observations(c, ch, doc, now, settings):
     return out
 
 
-def rule_level(rule):
+def rule_level(rule: str) -> str:
     if rule in NODE_RULES:
         return "node"
     if rule in SERVER_RULES:

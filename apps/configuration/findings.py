@@ -8,28 +8,72 @@ a hostgroup with no server holds every query sent to it until mysql-connect_time
 
 import itertools
 import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from apps.clients import proxysql_versions as versions
 from apps.fleet import native
 from apps.fleet.validators import whole_number
 from apps.fleet.choices import ClusterKind
+from apps.fleet.models import Cluster  # its fields only (kind, readers' minimum, native managers): no query
 from apps.monitoring import rule_regex
 
 from . import rule_tester
 from .content import (
+    Diff,
     claimed_hostgroups,
     diff,
     endpoint,
     endpoints,
     index,
     loaded_user,
+    OperationalChange,
     operational_changes,
     password_hash,
     runtime_users,
     writers,
 )
-from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES
+from .nodes import NodeConfig
+from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, SCHEDULER, TABLES, VARIABLES, Row
+
+Content = Mapping[str, Any]  # a configuration (content.py) or a node's layer as nodes.read_layers reads it
+Figures = Mapping[str, Any]  # a node's polled figures (its latest-state document's "figures")
+Entry = tuple[Any, ...]  # what shadowed_rules files an earlier rule under: (flagIN, required fields, conditions)
+
+
+class TrafficRow(Protocol):
+    """One stored digest row of the last hour (digests.selectors.TrafficRow: an app above this one)."""
+
+    @property
+    def digest(self) -> str: ...
+    @property
+    def digest_text(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    @property
+    def schemaname(self) -> str: ...
+    @property
+    def client_address(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def sum_time_us(self) -> int: ...
+
+
+class Traffic(Protocol):
+    """A cluster's stored digest traffic (digests.selectors.Traffic)."""
+
+    @property
+    def rows(self) -> Sequence[TrafficRow]: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def truncated(self) -> bool: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def sum_time_us(self) -> int: ...
 
 
 @dataclass
@@ -42,13 +86,13 @@ class Finding:
     info: bool = False  # a figure to read, no risk (a rule's traffic share, a mirror load within its limit)
 
 
-def _online(content, hostgroup):
+def _online(content: Content, hostgroup: int | None) -> list[Row]:
     return [
         r for r in content.get(MYSQL_SERVERS.name) or [] if r["hostgroup_id"] == hostgroup and r["status"] == "ONLINE"
     ]
 
 
-def _servers_anywhere(target, node_layers):
+def _servers_anywhere(target: Content, node_layers: Iterable[Content]) -> set[int]:
     """Hostgroups with at least one server: the cluster's from the target, others from what the nodes run."""
     mine = claimed_hostgroups(target)
     hostgroups = {r["hostgroup_id"] for r in target.get(MYSQL_SERVERS.name) or []}
@@ -61,20 +105,20 @@ def _servers_anywhere(target, node_layers):
     )
 
 
-def used_hostgroups(content):
+def used_hostgroups(content: Content) -> set[int]:
     """Hostgroups queries go to: the writer and reader roles, active rules' destinations and mirrors, active
     users' default hostgroups."""
     roles = content.get("roles") or {}
-    used = {roles.get("writer"), roles.get("reader")}
+    used: set[int | None] = {roles.get("writer"), roles.get("reader")}
     for r in content.get(MYSQL_QUERY_RULES.name) or []:
         if r["active"]:
             used |= {r["destination_hostgroup"], r["mirror_hostgroup"]}
     used |= {u["default_hostgroup"] for u in content.get(MYSQL_USERS.name) or [] if u["active"]}
-    return used - {None}
+    return {hg for hg in used if hg is not None}
 
 
-def servers_findings(cluster, base, target):
-    out = []
+def servers_findings(cluster: Cluster, base: Content, target: Content) -> list[Finding]:
+    out: list[Finding] = []
     roles = target.get("roles") or {}
     for hg in sorted((claimed_hostgroups(base) | claimed_hostgroups(target)) & used_hostgroups(target)):
         before, after = len(_online(base, hg)), len(_online(target, hg))
@@ -136,7 +180,15 @@ def servers_findings(cluster, base, target):
     return out
 
 
-def operational_findings(cluster, base, target, nodes, *, write_back=False, every_node=False):
+def operational_findings(
+    cluster: Cluster,
+    base: Content,
+    target: Content,
+    nodes: Mapping[int, NodeConfig],
+    *,
+    write_back: bool = False,
+    every_node: bool = False,
+) -> list[Finding]:
     """The writer and drains belong to operations (switchover, failover, drain, restore: guarded, with a drain
     and a catch-up). A change that moves them is refused, not overridable, with the operation to use: against
     the latest version, and against each node's runtime where this change loads mysql_servers (a LOAD on a node
@@ -144,7 +196,8 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
     the live writer's own row are named. A write-back that would move the writer (no node runs the version's writer)
     or restore/drain a server every node agrees on is refused as a repair is, when it writes every node (`every_node`;
     issue 39): the version is behind them. A write-back of chosen nodes puts right nodes that lag: told."""
-    out, said = [], set()
+    out: list[Finding] = []
+    said: set[str] = set()
     for change in operational_changes(base, target):
         said.add(change.text)
         out.append(
@@ -170,7 +223,9 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
         else set()
     )
 
-    def lags(change, live):  # a write-back puts right a node that lags behind the others, never the whole cluster
+    def lags(
+        change: OperationalChange, live: Content
+    ) -> bool:  # a write-back puts right a node that lags behind the others, never the whole cluster
         if not every_node:
             return True
         if change.kind == "writer":
@@ -214,13 +269,13 @@ def operational_findings(cluster, base, target, nodes, *, write_back=False, ever
     return out
 
 
-def compile_regex(pattern, caseless, engine):
+def compile_regex(pattern: str, caseless: bool, engine: int) -> rule_regex.Pattern:
     """The pattern compiled as ProxySQL's engine would (1: PCRE, 2: RE2), every search bounded
     (monitoring.rule_regex); raises that library's error."""
     return rule_regex.compile(pattern, caseless, engine)
 
 
-def regex_error(pattern, modifiers, engine):
+def regex_error(pattern: str, modifiers: str | None, engine: int) -> str | None:
     """None if ProxySQL's regex engine compiles it, else its error (engine 1: PCRE, 2: RE2)."""
     try:
         compile_regex(pattern, "CASELESS" in (modifiers or "").upper(), engine)
@@ -234,14 +289,14 @@ _LITERAL_START = re.compile(r"\^((?:[^\\.*+?()\[\]{}|$^]|\\.)*)")
 UNIVERSAL = (None, "", ".*", "^", "^.*", ".")
 
 
-def _pure_prefix(pattern):
+def _pure_prefix(pattern: str | None) -> str | None:
     """'^SELECT' -> 'SELECT' when the pattern is an anchor and literal text only, else None."""
     if not pattern or not pattern.startswith("^") or _META.search(pattern[1:]):
         return None
     return re.sub(r"\\(.)", r"\1", pattern[1:])
 
 
-def _literal_start(pattern):
+def _literal_start(pattern: str | None) -> str | None:
     """The literal text every match of an anchored pattern starts with ('^SELECT.*FOR UPDATE' -> 'SELECT');
     None when the pattern is not anchored or has an alternation that could match something else."""
     if not pattern or re.search(r"(?<!\\)\|", pattern):
@@ -253,7 +308,7 @@ def _literal_start(pattern):
 SAME_FIELDS = ("flagIN", "username", "schemaname", "client_addr", "proxy_addr", "proxy_port", "digest")
 
 
-def shadowed_rules(rules):
+def shadowed_rules(rules: Iterable[Row]) -> list[tuple[Row, Row]]:
     """[(later, earlier)] for active rules that can never match: an earlier active rule with apply=1 and the
     same flagIN catches everything they would (the same or broader conditions, a pattern that is a literal
     prefix of theirs). Only what can be shown for sure is reported.
@@ -263,7 +318,9 @@ def shadowed_rules(rules):
     rule looks up the entries that would catch it (its fields' subsets, its pattern, its literal start's
     prefixes of the lengths filed) and the earliest rule found is the one that shadows it."""
     active = sorted((r for r in rules if r["active"]), key=lambda r: r["rule_id"])
-    first, lengths, out = {}, {}, []
+    first: dict[Entry, Row] = {}
+    lengths: dict[tuple[str, bool], set[int]] = {}
+    out: list[tuple[Row, Row]] = []
     for rule in active:
         found = [first[key] for key in _entries_catching(rule, lengths) if key in first]
         if found:
@@ -280,13 +337,13 @@ def shadowed_rules(rules):
 PATTERN_FIELDS = ("match_digest", "match_pattern")
 
 
-def _entries(earlier):
+def _entries(earlier: Row) -> list[Entry]:
     """The entries an earlier rule (apply=1) is filed under: its flagIN and required fields, and per pattern
     field what it catches: any (no pattern, or one matching everything), this exact pattern with the same
     re_modifiers, or every pattern whose literal start begins with its own pattern when that is an anchor and
     literal text only (upper-cased when CASELESS). A negated match_pattern catches nothing for sure."""
     required = tuple((f, earlier[f]) for f in SAME_FIELDS[1:] if earlier[f] is not None)
-    per_field = []
+    per_field: list[list[tuple[str, Any, Any]]] = []
     for field in PATTERN_FIELDS:
         a = earlier[field]
         if field == "match_pattern" and earlier["negate_match_pattern"]:
@@ -294,7 +351,7 @@ def _entries(earlier):
         if a in UNIVERSAL:
             per_field.append([("any", None, None)])
             continue
-        conditions = [("exact", a, earlier["re_modifiers"] or "")]
+        conditions: list[tuple[str, Any, Any]] = [("exact", a, earlier["re_modifiers"] or "")]
         prefix = _pure_prefix(a)
         if prefix is not None:
             caseless = "CASELESS" in (earlier["re_modifiers"] or "").upper()
@@ -303,7 +360,7 @@ def _entries(earlier):
     return [(earlier["flagIN"], required, d, p) for d in per_field[0] for p in per_field[1]]
 
 
-def _entries_catching(later, lengths):
+def _entries_catching(later: Row, lengths: Mapping[tuple[str, bool], Collection[int]]) -> list[Entry]:
     """The entries whose rules would catch `later`: its fields' subsets, and per pattern field any, its exact
     pattern, and its literal start's prefixes of the lengths filed (only any for no pattern or a negated one)."""
     present = [f for f in SAME_FIELDS[1:] if later[f] is not None]
@@ -312,10 +369,10 @@ def _entries_catching(later, lengths):
         for n in range(len(present) + 1)
         for chosen in itertools.combinations(present, n)
     ]
-    per_field = []
+    per_field: list[list[tuple[str, Any, Any]]] = []
     for field in PATTERN_FIELDS:
         b = later[field]
-        conditions = [("any", None, None)]
+        conditions: list[tuple[str, Any, Any]] = [("any", None, None)]
         if not (b in UNIVERSAL or (field == "match_pattern" and later["negate_match_pattern"])):
             conditions.append(("exact", b, later["re_modifiers"] or ""))
             start = _literal_start(b)
@@ -328,9 +385,11 @@ def _entries_catching(later, lengths):
     return [(later["flagIN"], required, d, p) for required in subsets for d in per_field[0] for p in per_field[1]]
 
 
-def rules_findings(d, target, engine, servers_in):
+def rules_findings(
+    d: Diff, target: Content, engine: int, servers_in: Collection[int]
+) -> tuple[list[Finding], set[tuple[Any, ...]]]:
     """Findings on the query rules of `target`; `d` the diff from the base to it."""
-    out = []
+    out: list[Finding] = []
     changed = {c.key for c in d.rows if c.table == MYSQL_QUERY_RULES.name and c.after}
     rules = target.get(MYSQL_QUERY_RULES.name) or []
     for r in rules:
@@ -377,8 +436,10 @@ def rules_findings(d, target, engine, servers_in):
     return out, changed
 
 
-def mirror_findings(target, changed_rules, node_figures):
-    out = []
+def mirror_findings(
+    target: Content, changed_rules: Collection[tuple[Any, ...]], node_figures: Mapping[str, Figures]
+) -> list[Finding]:
+    out: list[Finding] = []
     mirrors = [
         r
         for r in target.get(MYSQL_QUERY_RULES.name) or []
@@ -420,11 +481,16 @@ MIRROR_DEFAULT_CONCURRENCY = 16  # mysql-mirror_max_concurrency's default in Pro
 MIRROR_COPY_FLOOR_S = 0.005
 
 
-def _share(part, whole):
+def _share(part: float, whole: float) -> str:
     return f"{part / whole:.1%}" if whole else "0%"
 
 
-def traffic_findings(target, changed_rules, traffic, node_figures):
+def traffic_findings(
+    target: Content,
+    changed_rules: Collection[tuple[Any, ...]],
+    traffic: Traffic | None,
+    node_figures: Mapping[str, Figures],
+) -> list[Finding]:
     """What each new or changed active rule would capture of the cluster's stored traffic (the digests of the last
     hour, `traffic`: digests.selectors.Traffic), by the rule tester's walk on the target's rules; for a mirror
     rule, the mirror load it predicts against mysql-mirror_max_concurrency."""
@@ -435,8 +501,9 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     }
     if not rules or traffic is None or not traffic.rows:
         return []
-    captured = {rule_id: [] for rule_id in rules}
-    limits, reached = {}, rule_tester.Batch()  # a pattern that reaches the match limit or its budget gives up
+    captured: dict[int, list[TrafficRow]] = {rule_id: [] for rule_id in rules}
+    limits: dict[int, str] = {}
+    reached = rule_tester.Batch()  # a pattern that reaches the match limit or its budget gives up
     walked, cut = 0, False  # cut: the batch's budget ran out, the rest of the rows is not walked
     for row in traffic.rows:
         if reached.spent_out:
@@ -504,11 +571,13 @@ def traffic_findings(target, changed_rules, traffic, node_figures):
     return out
 
 
-def _not_measured(rule_ids, rules, reached, walked, total):
+def _not_measured(
+    rule_ids: Sequence[int], rules: Mapping[int, Row], reached: rule_tester.Batch, walked: int, total: int
+) -> Finding:
     """One blocking finding for the rules whose share the batch's budget left unmeasured, with the costliest
     patterns so far: the operator sees which rules made the check give up."""
     costliest = sorted(reached.spent.items(), key=lambda kv: -kv[1])[:3]
-    named = []
+    named: list[str] = []
     for key, spent_s in costliest:
         pattern = key[0]
         owners = [
@@ -533,7 +602,9 @@ def _not_measured(rule_ids, rules, reached, walked, total):
     )
 
 
-def _mirror_load(rule_id, rows, seconds, target, node_figures):
+def _mirror_load(
+    rule_id: int, rows: Sequence[TrafficRow], seconds: float, target: Content, node_figures: Mapping[str, Figures]
+) -> list[Finding]:
     """Little's law: copies per second x how long each runs = mirror sessions busy at once."""
     if not seconds:
         return []
@@ -565,8 +636,8 @@ def _mirror_load(rule_id, rows, seconds, target, node_figures):
     ]
 
 
-def users_findings(target, servers_in):
-    out = []
+def users_findings(target: Content, servers_in: Collection[int]) -> list[Finding]:
+    out: list[Finding] = []
     for u in target.get(MYSQL_USERS.name) or []:
         if u["active"] and u["default_hostgroup"] not in servers_in:
             out.append(
@@ -580,13 +651,15 @@ def users_findings(target, servers_in):
     return out
 
 
-def host_findings(d):
+def host_findings(d: Diff) -> list[Finding]:
     """Scheduler rows (ProxySQL runs their executable on its host) and admin-* variables (the admin interface
     and its exposure) this change writes, named: only admins may make them, and the reviewer should see them."""
-    out = []
+    out: list[Finding] = []
     for c in d.rows:
         if c.table == SCHEDULER.name:
             row = c.after or c.before
+            if row is None:  # never: an added, changed or removed row has a side
+                continue
             out.append(
                 Finding(
                     "scheduler_runs_commands",
@@ -612,10 +685,15 @@ def host_findings(d):
     return out
 
 
-def node_findings(target, nodes, tables_touched, changed_variables=()):
+def node_findings(
+    target: Content,
+    nodes: Mapping[int, NodeConfig],
+    tables_touched: Collection[str],
+    changed_variables: Collection[str] = (),
+) -> list[Finding]:
     """Per node: unreachable, unloaded edits in what this change loads, variables the node does not know (those
     its version lacks only when this change sets them: `changed_variables`)."""
-    out = []
+    out: list[Finding] = []
     for nc in nodes.values():
         if nc.error:
             out.append(
@@ -625,7 +703,7 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
             )
             continue
         memory, runtime = nc.layers["memory"], nc.layers["runtime"]
-        pending = []
+        pending: list[str] = []
         for table in TABLES:
             if table.name not in tables_touched:
                 continue
@@ -704,7 +782,17 @@ def node_findings(target, nodes, tables_touched, changed_variables=()):
     return out
 
 
-def effect_findings(cluster, base, target, nodes, node_figures, *, write_back=False, traffic=None, every_node=False):
+def effect_findings(
+    cluster: Cluster,
+    base: Content,
+    target: Content,
+    nodes: Mapping[int, NodeConfig],
+    node_figures: Mapping[str, Figures],
+    *,
+    write_back: bool = False,
+    traffic: Traffic | None = None,
+    every_node: bool = False,
+) -> list[Finding]:
     """Every finding for changing `base` into `target` on these nodes ({pk: NodeConfig}); `node_figures`
     the nodes' polled figures by node name (their latest-state documents' "figures": the mirror's); `write_back`: a repair to `base`;
     `traffic`: the cluster's stored digests of the last hour (what new or changed rules would capture)."""

@@ -16,6 +16,7 @@ from apps.fleet import native
 from .content import ROLE_KEYS, claimed_hostgroups, in_scope, managed_variables, password_hash, runtime_users, sort
 from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
 from .secrets import safe
+from .statements import NodePlan
 from .variables import SECRETS
 
 
@@ -29,7 +30,7 @@ class NodeConfig:
     layers: dict = field(default_factory=dict)
     error: str = ""
     error_kind: str = ""
-    plan: object = None  # what a caller's build() made with the open connection (a plan's statements)
+    plan: NodePlan | None = None  # what a caller's build() made with the open connection (a plan's statements)
     shunned: list = field(default_factory=list)  # runtime mysql_servers rows ProxySQL itself set SHUNNED
 
 

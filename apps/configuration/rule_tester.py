@@ -22,17 +22,20 @@ mirror sessions' own walk, next_query_flagIN (it applies to the session's next q
 
 import re
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 
 from apps.monitoring import rule_regex
 from apps.monitoring.rule_regex import MatchLimit
 
-from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES
+from .tables import MYSQL_QUERY_RULES, MYSQL_USERS, VARIABLES, Row
 
 PCRE, RE2 = 1, 2
+PatternKey = tuple[str, bool, int]  # (pattern, caseless, engine): how a Batch knows a pattern
 
 
 @dataclass
@@ -43,14 +46,14 @@ class Step:
     flag: int
     matched: bool
     reason: str
-    sets: list = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
     comment: str = ""
     limit: str = ""  # "<column> <pattern>: this pattern reaches the match limit on ..." when it did
 
 
 @dataclass
 class Outcome:
-    steps: list
+    steps: list[Step]
     hostgroup: int | None
     hostgroup_from: str  # "rule 10" or "the default hostgroup of user app" or why it is unknown
     cache_ttl: int | None = None
@@ -61,14 +64,14 @@ class Outcome:
     rewritten: str | None = None
     flag: int = 0
     stopped_by: int | None = None  # the rule with apply=1 that ended the walk
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
-    def matched(self):
+    def matched(self) -> list[Step]:
         return [s for s in self.steps if s.matched]
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         """The outcome in one line, as an operator reads it."""
         if self.error_msg is not None:
             return f"blocked: ProxySQL answers with the error {self.error_msg!r}"
@@ -86,7 +89,7 @@ class Outcome:
 
 
 @lru_cache(maxsize=512)
-def compiled(pattern, caseless, engine):
+def compiled(pattern: str, caseless: bool, engine: int) -> rule_regex.Pattern | None:
     """The pattern compiled in ProxySQL's engine, or None when that engine refuses it."""
     try:
         return rule_regex.compile(pattern, caseless, engine)
@@ -94,7 +97,7 @@ def compiled(pattern, caseless, engine):
         return None
 
 
-def _modifiers(rule):
+def _modifiers(rule: Row) -> set[str]:
     return {m.strip().upper() for m in (rule.get("re_modifiers") or "").split(",")}
 
 
@@ -106,7 +109,7 @@ _LITERAL = re.compile(
 _LIST = re.compile(r"\?(?:\s*,\s*\?){3,}")
 
 
-def normalise(query):
+def normalise(query: str) -> str:
     """ProxySQL's digest text of a query, approximated (its defaults: literals and numbers as ?, comments
     dropped, spaces collapsed, a list of more than 3 values as ?,?,?,...): good for rules written against
     the digests ProxySQL shows; a digest picked from the poll is exact."""
@@ -116,13 +119,13 @@ def normalise(query):
     return _LIST.sub("?,?,?,...", text)
 
 
-def _client_matches(pattern, address):
+def _client_matches(pattern: str, address: str) -> bool:
     if pattern.endswith("%"):
         return address.startswith(pattern[:-1])
     return address == pattern
 
 
-def _digest_value(text):
+def _digest_value(text: object) -> int | None:
     try:
         return int(str(text), 16)
     except ValueError:
@@ -151,7 +154,7 @@ NOT_MEASURED = "not run: this request's rule walks passed their budget of"
 class OverBudget(Exception):
     """A pattern's searches took more than BATCH_BUDGET_S of CPU over a batch: the rest are not run."""
 
-    def __init__(self, spent_s, searches):
+    def __init__(self, spent_s: float, searches: int) -> None:
         super().__init__(
             f"{OVER_BUDGET} {BATCH_BUDGET_S * 1000:.0f} ms of searches over this batch "
             f"({searches} searches, {spent_s / searches * 1e6:.0f} us each): not run on the rest"
@@ -162,31 +165,34 @@ class NotMeasured(Exception):
     """The batch's walks together took more than their budget (settings.RULE_WALK_BUDGET_S) of CPU: the patterns
     met after that are not run, whatever their own cost (a draft of a thousand costly rules is bounded as a whole)."""
 
-    def __init__(self, budget_s):
+    def __init__(self, budget_s: float) -> None:
         super().__init__(f"{NOT_MEASURED} {budget_s:g} s of CPU (RULE_WALK_BUDGET_S) before this pattern's turn")
 
 
-class Batch(dict):
+GaveUp = MatchLimit | OverBudget | NotMeasured  # why a pattern is not run again in a batch
+
+
+class Batch(dict[PatternKey, GaveUp]):
     """The walks of one batch (one request or task) share it: {(pattern, caseless, engine): MatchLimit, OverBudget or
     NotMeasured} of the patterns that gave up (not run again), the CPU each pattern's searches took so far (`spent`),
     and the CPU of all its walks (`total_s`), held to `budget_s` (settings.RULE_WALK_BUDGET_S)."""
 
-    def __init__(self, budget_s=None):
+    def __init__(self, budget_s: float | None = None) -> None:
         super().__init__()
-        self.spent = {}  # (pattern, caseless, engine) -> CPU seconds of its searches
-        self.searches = {}  # (pattern, caseless, engine) -> how many searches
-        self.budget_s = settings.RULE_WALK_BUDGET_S if budget_s is None else budget_s
+        self.spent: dict[PatternKey, float] = {}  # CPU seconds of its searches
+        self.searches: dict[PatternKey, int] = {}  # how many searches
+        self.budget_s: float = settings.RULE_WALK_BUDGET_S if budget_s is None else budget_s
         self.total_s = 0.0  # CPU of the batch's walks so far (searches, compiles and the walks themselves)
-        self.prepared = {}  # engine -> (the rules list, its _Rule rows): see _prepared
-        self.cheap = set()  # (pattern, caseless, engine) timed by the wall clock: see CHEAP_S
-        self.regexes = {}  # (pattern, caseless, engine) -> compiled(), None when it does not compile
+        self.prepared: dict[int, tuple[Sequence[Row], list[_Rule]]] = {}  # engine -> (the rules, as _Rule): _prepared
+        self.cheap: set[PatternKey] = set()  # timed by the wall clock: see CHEAP_S
+        self.regexes: dict[PatternKey, rule_regex.Pattern | None] = {}  # compiled(), None when it does not compile
 
     @property
-    def spent_out(self):
+    def spent_out(self) -> bool:
         return self.total_s > self.budget_s
 
 
-def timed_search(regex, subject, key, reached):
+def timed_search(regex: rule_regex.Pattern, subject: str, key: PatternKey, reached: Batch) -> bool:
     """One bounded search; its CPU counted against the pattern's budget and the batch's (`reached`, a Batch)."""
     if key in reached.cheap:
         started = time.perf_counter()
@@ -211,7 +217,7 @@ def timed_search(regex, subject, key, reached):
         _count(key, reached, time.thread_time() - started)
 
 
-def _count(key, reached, took):
+def _count(key: PatternKey, reached: Batch, took: float) -> None:
     reached.total_s += took
     spent = reached.spent[key] = reached.spent.get(key, 0.0) + took
     searches = reached.searches[key] = reached.searches.get(key, 0) + 1
@@ -226,28 +232,28 @@ class _Rule:
     """One rule's conditions read once per batch (not once per walk and row): its modifiers parsed, its digest as a
     number, its patterns with their Batch keys."""
 
-    row: dict
+    row: Row
     rule_id: int
     active: bool
-    flag_in: int
+    flag_in: int | None  # None (a row without flagIN) is never the flag: the rule never matches
     username: str
     schemaname: str
     client_addr: str
     digest: object  # as written, for the reason
-    digest_value: object
+    digest_value: int | None
     negate: bool
     globally: bool  # re_modifiers GLOBAL: replace_pattern rewrites every match
-    patterns: tuple  # ((column, pattern, (pattern, caseless, engine), what it is tried on), ...)
+    patterns: tuple[tuple[str, str, PatternKey, str], ...]  # ((column, pattern, its key, what it is tried on), ...)
     comment: str
 
 
-def _prepared(rules, engine, reached):
+def _prepared(rules: Sequence[Row], engine: int, reached: Batch) -> list[_Rule]:
     """The rules in rule_id order as _Rule, kept by the batch for as long as the same list is walked again (the effect
     check walks one rule list over thousands of rows)."""
     kept = reached.prepared.get(engine)
     if kept is not None and kept[0] is rules:
         return kept[1]
-    out = []
+    out: list[_Rule] = []
     for rule in sorted(rules, key=lambda r: r["rule_id"]):
         modifiers = _modifiers(rule)
         caseless = "CASELESS" in modifiers
@@ -277,7 +283,20 @@ def _prepared(rules, engine, reached):
     return out
 
 
-def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, schema, client, reached, searched, explain):
+def _check_rule(
+    rule: _Rule,
+    flag: int,
+    query: str,
+    digest_text: str,
+    digest: str | None,
+    digest_value: int | None,
+    user: str,
+    schema: str,
+    client: str,
+    reached: Batch,
+    searched: dict[tuple[PatternKey, str], bool],
+    explain: bool,
+) -> tuple[bool, str]:
     """(matched, reason) for one rule (a _Rule), or _Limit; `reached` (a Batch): the patterns that reached the match
     limit or their CPU budget earlier in this batch (they are not run again: one limit's cost a pattern); `searched`:
     this walk's answers by (pattern key, subject), so rules that share a pattern search it once; `explain`: False
@@ -305,17 +324,18 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
         if rule.digest_value != digest_value:
             return False, f"for digest {rule.digest}, not {digest}" if explain else ""
     negate = rule.negate
-    said = []
+    said: list[str] = []
     for column, pattern, key, what in rule.patterns:
         subject = digest_text if column == "match_digest" else query
-        limit = reached.get(key)
+        limit: GaveUp | None = reached.get(key)
         if limit is None and reached.spent_out:  # not even compiled: a thousand patterns compile in about 15 ms
             limit = reached[key] = NotMeasured(reached.budget_s)
         if limit is None:
             found = searched.get((key, subject))
             if found is None:
-                regex = reached.regexes.get(key, False)
-                if regex is False:  # kept by the batch: compiled()'s cache holds 512, a big draft has more
+                if key in reached.regexes:  # kept by the batch: compiled()'s cache holds 512, a big draft has more
+                    regex = reached.regexes[key]
+                else:
                     regex = reached.regexes[key] = compiled(*key)
                 if regex is None:
                     name = "RE2" if key[2] == RE2 else "PCRE"
@@ -346,12 +366,12 @@ def _check_rule(rule, flag, query, digest_text, digest, digest_value, user, sche
 class _Limit(Exception):
     """A rule's pattern reached the match limit or its budget: the rule does not match, and the step says why."""
 
-    def __init__(self, said, cause):
+    def __init__(self, said: str, cause: GaveUp) -> None:
         super().__init__(said)
         self.cause = cause
 
 
-_WHY = {
+_WHY: dict[type[GaveUp], str] = {
     MatchLimit: "the search gave up: counted as no match, as ProxySQL does at its own limit",
     OverBudget: "not run: counted as no match here; ProxySQL runs it, at this cost on every query it tries",
     NotMeasured: "counted as no match here, so the rules after it may not be walked as ProxySQL would",
@@ -370,20 +390,20 @@ _SETS = (
 
 
 def evaluate(
-    rules,
-    query="",
+    rules: Sequence[Row],
+    query: str = "",
     *,
-    digest_text=None,
-    digest=None,
-    username="",
-    schemaname="",
-    client_addr="",
-    engine=PCRE,
-    iterations=0,
-    users=(),
-    reached=None,
-    explain=True,
-):
+    digest_text: str | None = None,
+    digest: str | None = None,
+    username: str = "",
+    schemaname: str = "",
+    client_addr: str = "",
+    engine: int = PCRE,
+    iterations: int = 0,
+    users: Iterable[Row] = (),
+    reached: Batch | None = None,
+    explain: bool = True,
+) -> Outcome:
     """The walk of `rules` (mysql_query_rules rows) for one query. `digest_text` defaults to normalise(query);
     `digest` is the hash when it is known; `users`: mysql_users rows, for the default hostgroup;
     `iterations`: mysql-query_processor_iterations; `reached`: the Batch shared by the walks of one request, which
@@ -421,9 +441,20 @@ def evaluate(
 
 
 def _walk(
-    rules, query, digest_text, digest, username, schemaname, client_addr, engine, iterations, users, reached, explain
-):
-    notes = []
+    rules: Sequence[Row],
+    query: str,
+    digest_text: str | None,
+    digest: str | None,
+    username: str,
+    schemaname: str,
+    client_addr: str,
+    engine: int,
+    iterations: int,
+    users: Iterable[Row],
+    reached: Batch,
+    explain: bool,
+) -> Outcome:
+    notes: list[str] = []
     if digest_text is None:
         digest_text = normalise(query)
         notes.append(
@@ -435,7 +466,9 @@ def _walk(
     out = Outcome(steps=[], hostgroup=None, hostgroup_from="", notes=notes)
     ordered = _prepared(rules, engine, reached)
     digest_value = _digest_value(digest) if digest is not None else None
-    searched = {}  # (pattern key, subject) -> found: each distinct pattern searched once a subject in this walk
+    searched: dict[
+        tuple[PatternKey, str], bool
+    ] = {}  # (pattern key, subject) -> found: each distinct pattern searched once a subject in this walk
     flag, passes, current = 0, 0, query
     i = 0
     while i < len(ordered):
@@ -532,7 +565,7 @@ def _walk(
     return out
 
 
-def on_content(content, query="", **sample):
+def on_content(content: Mapping[str, Any], query: str = "", **sample: Any) -> Outcome:
     """evaluate() on a configuration's content (content.py): its rules and users, in its engine and iterations."""
     try:
         iterations = int((content.get(VARIABLES) or {}).get("mysql-query_processor_iterations") or 0)
@@ -548,7 +581,7 @@ def on_content(content, query="", **sample):
     )
 
 
-def regex_engine(target, layers=()):
+def regex_engine(target: Mapping[str, Any], layers: Sequence[Mapping[str, Any]] = ()) -> int:
     """ProxySQL's regex engine for these rules: mysql-query_processor_regex (1 PCRE, the default; 2 RE2)."""
     value = (target.get(VARIABLES) or {}).get("mysql-query_processor_regex")
     if value is None and layers:

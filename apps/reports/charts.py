@@ -5,18 +5,25 @@ nothing to draw.
 """
 
 import io
+from collections.abc import Mapping
 from datetime import datetime, timezone as dt_timezone
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 from matplotlib import dates as mdates  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from . import fmt  # noqa: E402
+
+# The report's data (content.py) as stored: a JSON document, its values any JSON.
+Data = Mapping[str, Any]
+Png = tuple[bytes, int, int]  # (png, width, height) in pixels
 
 WIDTH_IN = 7.2
 DPI = 150  # 1080 px wide, shown at 720
@@ -60,7 +67,7 @@ matplotlib.rcParams.update(
 )
 
 
-def _png(fig):
+def _png(fig: Figure) -> Png:
     buf = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
@@ -68,11 +75,11 @@ def _png(fig):
     return buf.getvalue(), int(round(w * DPI)), int(round(h * DPI))
 
 
-def _num(ts):
+def _num(ts: float) -> float:
     return mdates.date2num(datetime.fromtimestamp(ts, tz=dt_timezone.utc))
 
 
-def _time_axis(ax, start, end):
+def _time_axis(ax: Axes, start: float, end: float) -> None:
     tz = timezone.get_current_timezone()
     ax.set_xlim(_num(start), _num(end))
     days = (end - start) / 86400
@@ -85,21 +92,21 @@ def _time_axis(ax, start, end):
         ax.xaxis.set_minor_locator(mdates.HourLocator(byhour=[12], tz=tz))
 
 
-def _style(ax):
+def _style(ax: Axes) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.grid(axis="y", color=GRID, linewidth=0.6)
     ax.set_axisbelow(True)
 
 
-def _period_words(data):
+def _period_words(data: Data) -> tuple[str, str]:
     if data.get("rolling"):
         return ("this period", "the period before")
     return ("this day", "the day before") if data["period"] == "daily" else ("this week", "the week before")
 
 
 # -- availability timeline ---------------------------------------------------------------------------------
-def timeline(section, data):
+def timeline(section: Data, data: Data) -> Png:
     rows = [("Service", section["service"]["timeline"])]
     rows += [(f"hg {h['hostgroup']} {h['role_label']}", h["timeline"]) for h in section["hostgroups"]]
     rows += [(b["name"], b["timeline"]) for b in section["backends"]]
@@ -107,7 +114,7 @@ def timeline(section, data):
     start, end = data["start"], data["end"]
     min_w = (end - start) / 500  # short events drawn this wide at least, to be seen
     fig = Figure(figsize=(WIDTH_IN, 0.9 + 0.28 * len(rows)))
-    ax = fig.add_axes([0.25, 0.8 / (0.9 + 0.28 * len(rows)), 0.73, 1 - 1.05 / (0.9 + 0.28 * len(rows))])
+    ax = fig.add_axes((0.25, 0.8 / (0.9 + 0.28 * len(rows)), 0.73, 1 - 1.05 / (0.9 + 0.28 * len(rows))))
     for i, (label, segments) in enumerate(reversed(rows)):
         ax.broken_barh([(_num(start), _num(end) - _num(start))], (i - 0.36, 0.72), facecolors="#f1f3f6")
         for a, b, cat in segments:
@@ -133,11 +140,11 @@ def timeline(section, data):
 
 
 # -- connection errors and traffic -----------------------------------------------------------------------------
-def _bucket_x(data, n, width):
+def _bucket_x(data: Data, n: int, width: float) -> list[float]:
     return [_num(data["start"] + (i + 0.5) * width) for i in range(n)]
 
 
-def conn_err(section, data):
+def conn_err(section: Data, data: Data) -> Png | None:
     ce = section["conn_err"]
     if not ce["total"] and not ce["previous"]:
         return None
@@ -145,7 +152,7 @@ def conn_err(section, data):
     width = ce["bucket_s"]
     n = len(ce["buckets"])
     fig = Figure(figsize=(WIDTH_IN, 2.4))
-    ax = fig.add_axes([0.08, 0.18, 0.9, 0.64])
+    ax = fig.add_axes((0.08, 0.18, 0.9, 0.64))
     x = _bucket_x(data, n, width)
     ax.bar(x, [v or 0 for v in ce["buckets"]], width=(width / 86400) * 0.8, color=RED, label=this_w)
     prev = ce.get("previous_buckets") or []
@@ -170,7 +177,7 @@ def conn_err(section, data):
     return _png(fig)
 
 
-def traffic(section, data):
+def traffic(section: Data, data: Data) -> Png | None:
     t = section["traffic"]
     if not any(v for v in t["buckets_qps"] if v):
         return None
@@ -178,7 +185,7 @@ def traffic(section, data):
     n = len(t["buckets_qps"])
     x = _bucket_x(data, n, t["bucket_s"])
     fig = Figure(figsize=(WIDTH_IN, 2.3))
-    ax = fig.add_axes([0.08, 0.18, 0.9, 0.62])
+    ax = fig.add_axes((0.08, 0.18, 0.9, 0.62))
     ax.plot(
         x, [v if v is not None else float("nan") for v in t["buckets_qps"]], color=BLUE, linewidth=1.6, label=this_w
     )
@@ -202,13 +209,13 @@ def traffic(section, data):
 
 
 # -- writer changes ---------------------------------------------------------------------------------------------
-def writer_changes(section, data):
+def writer_changes(section: Data, data: Data) -> Png | None:
     rows = [w for w in section["writer_changes"] if w["interruption_ms"] is not None]
     if not rows:
         return None
     fig = Figure(figsize=(WIDTH_IN, 0.9 + 0.32 * len(rows)))
     h = 0.9 + 0.32 * len(rows)
-    ax = fig.add_axes([0.27, 0.55 / h, 0.69, 1 - 0.9 / h])
+    ax = fig.add_axes((0.27, 0.55 / h, 0.69, 1 - 0.9 / h))
     daily = data["period"] == "daily" and not data.get("rolling")
     labels = [
         f"{fmt.local(w['start']).strftime('%H:%M:%S' if daily else '%a %d %H:%M')} "
@@ -234,7 +241,7 @@ def writer_changes(section, data):
 
 
 # -- digests ----------------------------------------------------------------------------------------------------
-def digests(section, data):
+def digests(section: Data, data: Data) -> Png | None:
     dg = section.get("digests") or {}
     rows = dg.get("rows") or []
     if not rows:
@@ -243,7 +250,7 @@ def digests(section, data):
     rows = rows[:10]
     h = 0.8 + 0.3 * len(rows)
     fig = Figure(figsize=(WIDTH_IN, h))
-    ax = fig.add_axes([0.42, 0.5 / h, 0.55, 1 - 0.85 / h])
+    ax = fig.add_axes((0.42, 0.5 / h, 0.55, 1 - 0.85 / h))
     y = range(len(rows))
     ax.barh([i - 0.18 for i in y], [r["total_s"] for r in rows], height=0.36, color=BLUE, label=this_w)
     if dg.get("has_previous"):
@@ -262,18 +269,18 @@ def digests(section, data):
     return _png(fig)
 
 
-def _sql_label(text, n=44):
+def _sql_label(text: str | None, n: int = 44) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # -- mirror -----------------------------------------------------------------------------------------------------
-def mirror(section, data):
+def mirror(section: Data, data: Data) -> Png | None:
     m = section["mirror"]
     if not m["has_data"]:
         return None
     fig = Figure(figsize=(WIDTH_IN, 2.3))
-    ax = fig.add_axes([0.08, 0.18, 0.9, 0.62])
+    ax = fig.add_axes((0.08, 0.18, 0.9, 0.62))
     palette = [BLUE, "#8a4fd6", "#1c9aa6", ORANGE]
     for i, node in enumerate(m["nodes"]):
         values = node["ratio_buckets"]
@@ -304,7 +311,7 @@ def mirror(section, data):
 
 
 # -- fleet ------------------------------------------------------------------------------------------------------
-def fleet_availability(fleet, data):
+def fleet_availability(fleet: Data, data: Data) -> Png | None:
     listed = fleet["clusters"][: fleet["listed"]] if fleet.get("tail") else fleet["clusters"]  # read finely
     rows = [r for r in listed if r["availability"] is not None]
     if not rows:
@@ -312,7 +319,7 @@ def fleet_availability(fleet, data):
     rows = sorted(rows, key=lambda r: r["availability"])[:25]
     h = 0.8 + 0.28 * len(rows)
     fig = Figure(figsize=(WIDTH_IN, h))
-    ax = fig.add_axes([0.25, 0.5 / h, 0.7, 1 - 0.85 / h])
+    ax = fig.add_axes((0.25, 0.5 / h, 0.7, 1 - 0.85 / h))
     values = [r["availability"] for r in rows]
     low = min(values)
     floor = 99.0 if low >= 99.0 else (95.0 if low >= 95 else 0.0)
@@ -331,11 +338,11 @@ def fleet_availability(fleet, data):
     return _png(fig)
 
 
-def render_all(data):
+def render_all(data: Data) -> list[tuple[str, str, bytes, int, int]]:
     """[(key, title, png, width, height)] for every chart of the report."""
-    out = []
+    out: list[tuple[str, str, bytes, int, int]] = []
 
-    def add(key, title, result):
+    def add(key: str, title: str, result: Png | None) -> None:
         if result is not None:
             png, w, h = result
             out.append((key, title, png, w, h))

@@ -3,6 +3,7 @@ loss away (99.9996 % is not "100 %"), counts in words when small. Durations, per
 apps/monitoring/formatting.py's, as on every page."""
 
 from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import overload
 
 from django.utils import timezone
 
@@ -50,6 +51,10 @@ def count_word(n: int, singular: str, plural: str | None = None) -> str:
     return f"{word} {singular if n == 1 else (plural or singular + 's')}"
 
 
+@overload
+def local(ts: float) -> datetime: ...
+@overload
+def local(ts: None) -> None: ...
 def local(ts: float | None) -> datetime | None:
     """Epoch seconds -> aware local datetime (settings.TIME_ZONE)."""
     if ts is None:

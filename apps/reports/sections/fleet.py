@@ -1,18 +1,22 @@
-"""The fleet's section over the clusters' sections: the table, the tail, the fleet's summary."""
+"""The fleet's section over the clusters' sections: the table, the tail, the fleet's summary. Not pure: the DR
+channels', alerts', rollouts' and query digests' parts are read from the database (their apps' reads)."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from apps.alerts import report as alerts_report
 from apps.dr import report as dr_report
 from apps.rollouts import report as rollouts_report
 
 from .. import fmt
-from .common import _join
+from .common import Point, _join
 from .digests import digest_section
 from .summary import writer_change_phrase
 
 FLEET_DETAILED = 10  # clusters shown in full in a fleet report (the least available first)
 
 
-def _worst_first(r):
+def _worst_first(r: Mapping[str, Any]) -> tuple[Any, ...]:
     """Least available first; at equal availability, the one with more trouble of another kind."""
     return (
         r["availability"] is None,
@@ -28,11 +32,18 @@ def _worst_first(r):
 
 
 def section(
-    sections, start, end, prev_start, prev_end, before="the period before", digests=True, table_rows=FLEET_DETAILED
-):
+    sections: Sequence[dict[str, Any]],
+    start: float,
+    end: float,
+    prev_start: float,
+    prev_end: float,
+    before: str = "the period before",
+    digests: bool = True,
+    table_rows: int = FLEET_DETAILED,
+) -> dict[str, Any]:
     """The fleet's table (the least available first; `table_rows` of them listed, the others one line: _tail),
     its summary, and its DR channels and query digests."""
-    rows = []
+    rows: list[dict[str, Any]] = []  # one per cluster, JSON-ready
     up = observed = 0.0
     for s in sections:
         svc = s["service"]
@@ -77,7 +88,7 @@ def section(
     w = writer_change_phrase(changes)
     head.append(w or "no writer change")
     headline = "The fleet: " + "; ".join(head) + "."
-    points = []
+    points: list[Point] = []
     below = [r for r in ranked if r["availability"] is not None and r["availability"] < 100]
     if below:
         points.append(
@@ -143,7 +154,7 @@ def section(
     }
 
 
-def _tail(rows, hourly):
+def _tail(rows: Sequence[Mapping[str, Any]], hourly: set[int]) -> dict[str, Any] | None:
     """One line for the clusters after the table's: how many, their least availability, their sums."""
     if not rows:
         return None

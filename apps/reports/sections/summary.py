@@ -1,18 +1,21 @@
 """The headline and the points a manager reads first, for one cluster (the fleet's: fleet.py)."""
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from apps.alerts import report as alerts_report
 from apps.dr import report as dr_report
 from apps.plans import registry
 
 from .. import fmt
-from .common import DESYNCED, OUT, UNREACHABLE, _join
+from .common import DESYNCED, OUT, UNREACHABLE, Point, Summary, _join
 
 
-def writer_change_phrase(changes):
+def writer_change_phrase(changes: Iterable[Mapping[str, Any]]) -> str:
     done = [w for w in changes if w["changed"]]
     if not done:
         return ""
-    parts = []
+    parts: list[str] = []
     for spec in registry.KINDS.values():  # each kind that moves the writer, named as its spec says
         group = [w for w in done if w["kind"] == spec.kind]
         noun = spec.report_noun
@@ -29,7 +32,7 @@ def writer_change_phrase(changes):
     return "; ".join(parts)
 
 
-def measured_words(svc):
+def measured_words(svc: Mapping[str, Any]) -> str:
     """Which part of an interruption the operations measured and which the polls sampled, and how often."""
     m, smp, n = svc.get("measured_s") or 0, svc.get("sampled_s") or 0, svc.get("measured_ops") or 0
     polls = f"sampled by polls every {fmt.duration(svc.get('interval_s'))}"
@@ -45,9 +48,9 @@ def measured_words(svc):
     return f" ({polls})" if smp else ""
 
 
-def cluster_summary(s, before="the period before"):
+def cluster_summary(s: Mapping[str, Any], before: str = "the period before") -> Summary:
     """The headline and the few points a manager should see, each with a tone (good / warn / bad)."""
-    points = []
+    points: list[Point] = []
     avail = s["service"]["availability"]
     cov = s["coverage"]
     polled = (
@@ -226,6 +229,6 @@ def cluster_summary(s, before="the period before"):
     return {"headline": headline, "points": points, "availability": avail}
 
 
-def _short_sql(text, n=60):
+def _short_sql(text: str | None, n: int = 60) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= n else text[: n - 1] + "…"
