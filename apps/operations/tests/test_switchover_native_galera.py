@@ -198,12 +198,15 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
 
     def force_a_check_while_drained():
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            rows = native.admin(
-                nodes[0], "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311"
-            )
-            if ("OFFLINE_SOFT",) in [tuple(r) for r in rows]:
-                break
+        # every node drained: each takes its drain LOAD in turn (CI once sampled node 2 before its LOAD had come)
+        drained = set()
+        while time.monotonic() < deadline and len(drained) < len(nodes):
+            for n, node in enumerate(nodes):
+                rows = native.admin(
+                    node, "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311"
+                )
+                if ("OFFLINE_SOFT",) in [tuple(r) for r in rows]:
+                    drained.add(n)
             time.sleep(0.005)
         before = [checks_of_3311(node) for node in nodes]
         for node in nodes:
