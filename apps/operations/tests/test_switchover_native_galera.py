@@ -176,8 +176,9 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(
     assert query(lab, 2, "SELECT COUNT(*) FROM app.native_load")[0][0] == sum(w.rows for w in writers)  # none lost
 
 
+@pytest.mark.parametrize("version", ["2.7.1", "2.5.5"])
 def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_pair(
-    real_proxysql_factory, galera_healthy, live_redis, operator_user
+    version, real_proxysql_factory, galera_healthy, live_redis, operator_user
 ):
     """Issue 33: real 2.7.1's Galera manager, checking a writable backend that is OFFLINE_SOFT in the writer hostgroup,
     puts it ONLINE again (HostGroups_Manager's update_galera_set_writer) until its check of the heavier backup writer
@@ -185,8 +186,9 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
     LOAD cut them (2013 under sysbench). Here a session on 3311 (DO SLEEP through node 1: no rule sends it to the readers) holds the drain open while
     each node is told to check (a LOAD MYSQL VARIABLES TO RUNTIME: Monitor's Galera loop checks at once on a new
     variables version, shown first). The plan turns the manager off from the drain to the move: no check runs then,
-    and 3311 stays OFFLINE_SOFT, the only row in hostgroup 100, on every node until the move."""
-    nodes = [real_proxysql_factory("2.7.1", name=f"galera-hold-{n}") for n in (1, 2)]
+    and 3311 stays OFFLINE_SOFT, the only row in hostgroup 100, on every node until the move. 2.5.5 too (its Monitor
+    checks at once on a LOAD MYSQL VARIABLES as well)."""
+    nodes = [real_proxysql_factory(version, name=f"galera-hold-{n}") for n in (1, 2)]
     cluster = natively_managed(nodes, APP_USER)
     holder = MySQLdb.connect(host="127.0.0.1", port=nodes[0].client_port, user="app", passwd="app", autocommit=True)
     held = threading.Thread(target=lambda: holder.cursor().execute("DO SLEEP(4)"), daemon=True)
