@@ -6,11 +6,12 @@ maintenance and which operations run or ended (holds, operation alerts).
 
 import time
 from dataclasses import dataclass, field
-from operator import itemgetter
 from datetime import timedelta
+from operator import itemgetter
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from apps.clients.proxysql import SERVER_FIELDS, configured_status
@@ -21,6 +22,7 @@ from apps.monitoring import status
 from apps.monitoring.pollers import STATUS_CHANGES_KEEP_S
 from apps.operations.models import Operation
 
+RowKey = tuple[int, str, int]  # (hostgroup, host, port)
 INVENTORY_CACHE_S = 60.0
 SITUATION_CACHE_S = 1.0
 _ROW = itemgetter("hostgroup_id", "hostname", "port", *SERVER_FIELDS)  # SERVER_FIELDS starts with status
@@ -31,7 +33,7 @@ RUNNING = (
 )  # planned work in progress (holds)
 # An operation waiting for a node to take what it missed: its alert rule has the state's name; the summary's
 # fallback when the operation has no error text.
-PENDING = {
+PENDING: dict[str, str] = {
     OperationState.ROLLBACK_PENDING: "a node stopped answering during the rollback",
     OperationState.FINISH_PENDING: "a node stopped answering after the point of no return",
 }
@@ -47,7 +49,7 @@ class NodeCtx:
     admin_host: str
     admin_port: int
     cluster_id: int
-    also_serves: list = field(default_factory=list)  # the other clusters of this ProxySQL (one row each)
+    also_serves: list[str] = field(default_factory=list)  # the other clusters of this ProxySQL (one row each)
 
 
 @dataclass
@@ -58,7 +60,7 @@ class ServerCtx:
     cluster_id: int
     maintenance: bool = False
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.hostname}:{self.port}"
 
 
@@ -84,20 +86,20 @@ class ClusterCtx:
     max_replication_lag: int
     min_available_readers: int
     poll_interval_s: float
-    hostgroups: set = field(default_factory=set)
-    nodes: dict = field(default_factory=dict)
-    servers: dict = field(default_factory=dict)
-    channels: dict = field(default_factory=dict)  # the DR channels into this cluster
-    by_endpoint: dict = field(default_factory=dict)
-    intended: dict = field(default_factory=dict)  # drift.compare() input: {(hg, host, port): {field: value}}
-    intended_fingerprint: frozenset = frozenset()
-    managed: set = field(default_factory=set)  # natively managed: the hostgroups ProxySQL's Monitor places
+    hostgroups: set[int] = field(default_factory=set)
+    nodes: dict[int, NodeCtx] = field(default_factory=dict)
+    servers: dict[int, ServerCtx] = field(default_factory=dict)
+    channels: dict[int, ChannelCtx] = field(default_factory=dict)  # the DR channels into this cluster
+    by_endpoint: dict[tuple[str, int], int] = field(default_factory=dict)  # (host, port) -> server pk
+    intended: dict[RowKey, dict[str, Any]] = field(default_factory=dict)  # drift.compare() input
+    intended_fingerprint: frozenset[tuple[Any, ...]] = frozenset()
+    managed: set[int] = field(default_factory=set)  # natively managed: the hostgroups ProxySQL's Monitor places
 
-    def server_at(self, host, port):
+    def server_at(self, host: str, port: int) -> int | None:
         return self.by_endpoint.get((host, port))
 
     @staticmethod
-    def row_tuple(r):
+    def row_tuple(r: dict[str, Any]) -> tuple[Any, ...]:
         """A runtime row as a comparable tuple of its configuration (ProxySQL's own SHUNNED reads as ONLINE)."""
         t = _ROW(r)
         return t if t[3] != "SHUNNED" else (*t[:3], configured_status(t[3]), *t[4:])
@@ -105,34 +107,40 @@ class ClusterCtx:
 
 @dataclass
 class Inventory:
-    clusters: dict
-    node_cluster: dict  # node pk -> cluster pk
-    server_cluster: dict  # server pk -> cluster pk
+    clusters: dict[int, ClusterCtx]
+    node_cluster: dict[int, int]  # node pk -> cluster pk
+    server_cluster: dict[int, int]  # server pk -> cluster pk
     loaded: float  # monotonic, for the cache's age
     loaded_at: float = 0.0  # epoch, to compare with when operations ended
-    channel_cluster: dict = field(default_factory=dict)  # DR channel pk -> its replica cluster's pk
+    channel_cluster: dict[int, int] = field(default_factory=dict)  # DR channel pk -> its replica cluster's pk
 
 
-_inventory = {"value": None}
-_situation = {"value": None, "at": 0.0}
+@dataclass
+class _Cache:
+    inventory: "Inventory | None" = None
+    situation: "Situation | None" = None
+    situation_at: float = 0.0
 
 
-def forget():
-    _inventory["value"] = None
-    _situation["value"] = None
+_cache = _Cache()
 
 
-def inventory(changed_after=None):
+def forget() -> None:
+    _cache.inventory = None
+    _cache.situation = None
+
+
+def inventory(changed_after: float | None = None) -> Inventory:
     """The fleet's inventory as plain objects, in four flat queries, reused for INVENTORY_CACHE_S, or read
     again when it was read before `changed_after` (epoch: an operation, which may change it, ended then)."""
-    cached = _inventory["value"]
+    cached = _cache.inventory
     if (
         cached is not None
         and time.monotonic() - cached.loaded < INVENTORY_CACHE_S
         and (changed_after is None or cached.loaded_at > changed_after)
     ):
         return cached
-    clusters = {}
+    clusters: dict[int, ClusterCtx] = {}
     for c in Cluster.objects.values(
         "id",
         "name",
@@ -160,21 +168,27 @@ def inventory(changed_after=None):
             poll_interval_s=c["poll_interval_s"],
         )
         ctx.hostgroups = {
-            c[k]
-            for k in ("writer_hostgroup", "reader_hostgroup", "backup_writer_hostgroup", "offline_hostgroup")
-            if c[k] is not None
+            hg
+            for hg in (
+                c["writer_hostgroup"],
+                c["reader_hostgroup"],
+                c["backup_writer_hostgroup"],
+                c["offline_hostgroup"],
+            )
+            if hg is not None
         }
         ctx.managed = set(ctx.hostgroups) if c["native_manager"] else set()
         clusters[ctx.pk] = ctx
-    node_cluster, server_cluster = {}, {}
+    node_cluster: dict[int, int] = {}
+    server_cluster: dict[int, int] = {}
     for pk, cluster_id, name, host, port in ProxySQLNode.objects.values_list(
         "id", "cluster_id", "name", "admin_host", "admin_port"
     ):
         clusters[cluster_id].nodes[pk] = NodeCtx(pk, name, host, port, cluster_id)
         node_cluster[pk] = cluster_id
-    by_endpoint = {}
-    for c in clusters.values():
-        for n in c.nodes.values():
+    by_endpoint: dict[Any, list[NodeCtx]] = {}
+    for ctx in clusters.values():
+        for n in ctx.nodes.values():
             by_endpoint.setdefault(endpoint_key(n.admin_host, n.admin_port), []).append(n)
     for rows in by_endpoint.values():
         for n in rows if len(rows) > 1 else ():
@@ -186,21 +200,21 @@ def inventory(changed_after=None):
         clusters[cluster_id].by_endpoint[(host, port)] = pk
         server_cluster[pk] = cluster_id
     for server_id, hg, *values in HostgroupMembership.objects.values_list("server_id", "hostgroup_id", *SERVER_FIELDS):
-        c = clusters[server_cluster[server_id]]
-        s = c.servers[server_id]
-        c.intended[(hg, s.hostname, s.port)] = dict(zip(SERVER_FIELDS, values))
-        c.hostgroups.add(hg)
-    channel_cluster = {}
+        cluster = clusters[server_cluster[server_id]]
+        s = cluster.servers[server_id]
+        cluster.intended[(hg, s.hostname, s.port)] = dict(zip(SERVER_FIELDS, values))
+        cluster.hostgroups.add(hg)
+    channel_cluster: dict[int, int] = {}
     for pk, cluster_id, name, max_lag_s, replica in ReplicationChannel.objects.values_list(
         "id", "replica_cluster_id", "name", "max_lag_s", "replica_server_id"
     ):
         clusters[cluster_id].channels[pk] = ChannelCtx(pk, name, max_lag_s, replica)
         channel_cluster[pk] = cluster_id
-    for c in clusters.values():
-        c.intended_fingerprint = frozenset((*k, *(v[f] for f in SERVER_FIELDS)) for k, v in c.intended.items())
-    cached = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time(), channel_cluster)
-    _inventory["value"] = cached
-    return cached
+    for ctx in clusters.values():
+        ctx.intended_fingerprint = frozenset((*k, *(v[f] for f in SERVER_FIELDS)) for k, v in ctx.intended.items())
+    fresh = Inventory(clusters, node_cluster, server_cluster, time.monotonic(), time.time(), channel_cluster)
+    _cache.inventory = fresh
+    return fresh
 
 
 # -- operations and maintenance: read at every evaluation --------------------------------------------
@@ -212,7 +226,7 @@ class Work:
     kind: str
     cluster_id: int
     operation_id: int | None
-    involved: set
+    involved: set[int]
     until: float | None  # epoch: the hold ends then (None: while it runs)
     reason: str
 
@@ -227,7 +241,7 @@ class OwnChanges:
     operation_id: int
     start: float
     end: float | None
-    involved: set
+    involved: set[int]
 
 
 @dataclass
@@ -244,15 +258,15 @@ class OperationAlert:
 
 @dataclass
 class Situation:
-    work: dict  # cluster pk -> [Work]
-    op_alerts: dict  # cluster pk -> [OperationAlert]
+    work: dict[int, list[Work]]  # cluster pk -> its work
+    op_alerts: dict[int, list[OperationAlert]]  # cluster pk -> its operation alerts
     last_ended: float | None = None  # epoch: the latest end of an operation in the last minute
-    own_changes: dict = field(default_factory=dict)  # cluster pk -> [OwnChanges] of the last OWN_CHANGES_S
+    own_changes: dict[int, list[OwnChanges]] = field(default_factory=dict)  # of the last OWN_CHANGES_S
 
 
-def involved_servers(plan):
+def involved_servers(plan: dict[str, Any]) -> set[int]:
     """The backends an operation is about, from its stored plan."""
-    out = set()
+    out: set[int] = set()
     options, facts = plan.get("options") or {}, plan.get("facts") or {}
     for value in (options.get("server"), facts.get("old_writer"), facts.get("new_writer")):
         if isinstance(value, int):
@@ -265,19 +279,20 @@ def involved_servers(plan):
     return out
 
 
-def situation(inv, now):
+def situation(inv: Inventory, now: float) -> Situation:
     """Holds and operation alerts (the last read of this process when under SITUATION_CACHE_S old)."""
-    if _situation["value"] is not None and 0 <= now - _situation["at"] < SITUATION_CACHE_S:
-        return _situation["value"]
+    if _cache.situation is not None and 0 <= now - _cache.situation_at < SITUATION_CACHE_S:
+        return _cache.situation
     value = read_situation(inv, now)
-    _situation.update(value=value, at=now)
+    _cache.situation, _cache.situation_at = value, now
     return value
 
 
-def read_situation(inv, now):
+def read_situation(inv: Inventory, now: float) -> Situation:
     """Holds and operation alerts, from two small indexed queries and the maintenance flags."""
     settle_max = timedelta(seconds=2 * max([c.interval for c in inv.clusters.values()] or [2]) + 5)
-    work, op_alerts = {}, {}
+    work: dict[int, list[Work]] = {}
+    op_alerts: dict[int, list[OperationAlert]] = {}
     own_since = timezone.now() - timedelta(seconds=OWN_CHANGES_S)
     wanted = (
         Q(state__in=RUNNING)
@@ -290,7 +305,7 @@ def read_situation(inv, now):
         .filter(wanted)
         .values("id", "cluster_id", "kind", "state", "title", "plan", "error", "started_at", "finished_at")
     )
-    own_changes = {}
+    own_changes: dict[int, list[OwnChanges]] = {}
     last_done = dict(
         _operations()
         .filter(state=OperationState.DONE, finished_at__gte=timezone.now() - timedelta(seconds=OPERATION_WINDOW_MAX_S))
@@ -306,7 +321,7 @@ def read_situation(inv, now):
         started = op["started_at"].timestamp() if op["started_at"] else None
         settle = settings.ALERTS_HOLD_SETTLE_POLLS * max(c.interval, c.backend_interval)
         running = op["state"] in RUNNING
-        if started is not None and (running or (finished is not None and op["finished_at"] >= own_since)):
+        if started is not None and (running or (finished is not None and finished >= own_since.timestamp())):
             own_changes.setdefault(c.pk, []).append(
                 OwnChanges(
                     op["kind"],
@@ -373,5 +388,5 @@ def read_situation(inv, now):
     return Situation(work, op_alerts, max(ended) if ended else None, own_changes)
 
 
-def _operations():
+def _operations() -> QuerySet[Operation]:
     return Operation.objects.all()
