@@ -25,6 +25,28 @@ def wait_for(predicate, timeout, step=0.1):
     return False
 
 
+def seen_while(nodes, read, action, every=0.01, after=0.5):
+    """action() run while read(node) is sampled on every node every `every` s (and `after` s past its end): the set of
+    (node index, what was read) seen. What native switchover tests assert Monitor's placement never left."""
+    stop, seen = threading.Event(), set()
+
+    def sample():
+        while not stop.is_set():
+            for n, node in enumerate(nodes):
+                seen.add((n, read(node)))
+            time.sleep(every)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        action()
+        time.sleep(after)
+    finally:
+        stop.set()
+        sampler.join()
+    return seen
+
+
 def runtime(double, hostgroup):
     rows = demo.admin_sql(
         double.port,

@@ -22,7 +22,7 @@ from apps.operations.switchover import notes, plan_switchover
 from conftest import adopt_double
 from lab import demo
 
-from .conftest import query, run_plan, wait_for
+from .conftest import query, run_plan, seen_while, wait_for
 from .insert_writer import Writer, where_the_time_went
 from .test_switchover_native_replication import check_reads_once
 
@@ -301,25 +301,8 @@ def online_writers(node):
 
 
 def writers_seen(nodes, action):
-    """action() run while every node's ONLINE writers in hostgroup 100 are sampled every 10 ms (and 0.5 s after):
-    {(node index, ports)} seen."""
-    stop, seen = threading.Event(), set()
-
-    def sample():
-        while not stop.is_set():
-            for n, node in enumerate(nodes):
-                seen.add((n, online_writers(node)))
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        action()
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        sampler.join()
-    return seen
+    """action() run while every node's ONLINE writers in hostgroup 100 is sampled every 10 ms (and 0.5 s after): {(node index, ports)} seen."""
+    return seen_while(nodes, online_writers, action)
 
 
 def check_change_sets_load_monitors_placement(nodes, user):

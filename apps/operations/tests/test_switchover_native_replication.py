@@ -6,9 +6,6 @@ lab/reference/native-replication/; and real 2.7.1). The plan drains the old writ
 writes no row that moves a server, leaves memory and disk as configured, and rolls back with read_only as it was when
 Monitor does not place the writer in time. Before, such a switchover was refused."""
 
-import threading
-import time
-
 import pytest
 from django.urls import reverse
 
@@ -26,7 +23,7 @@ from conftest import adopt_double
 from lab import demo
 from lab.real_proxysql import RealProxySQL
 
-from .conftest import confirmed, finish, query, run_plan, wait_for
+from .conftest import confirmed, finish, query, run_plan, seen_while, wait_for
 from .insert_writer import Writer, where_the_time_went
 
 pytestmark = pytest.mark.django_db
@@ -296,25 +293,8 @@ def test_a_writer_monitor_moved_after_the_plan_refuses_it_at_start(
 
 
 def writers_seen(nodes, action):
-    """action() run while every node's writer hostgroup is sampled every 10 ms (and 0.5 s after): {(node index,
-    writers)} seen."""
-    stop, seen = threading.Event(), set()
-
-    def sample():
-        while not stop.is_set():
-            for n, node in enumerate(nodes):
-                seen.add((n, tuple(writers(node))))
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        action()
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        sampler.join()
-    return seen
+    """action() run while every node's writer hostgroup is sampled every 10 ms (and 0.5 s after): {(node index, ports)} seen."""
+    return seen_while(nodes, lambda node: tuple(writers(node)), action)
 
 
 def servers(node, table):
