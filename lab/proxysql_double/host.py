@@ -29,14 +29,14 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from .server import DoubleServer, ProxySQLDouble
+
 # ---------------------------------------------------------------------------------------------- the host process
 
 
 def serve(conn):
     """Answer requests until EOF: ("add", kwargs) -> port, ("remove", port), ("call", port, path, args, kwargs),
     ("get", port, path). Each answer is ("ok", value) or ("error", exception)."""
-    from .server import DoubleServer, ProxySQLDouble
-
     server = DoubleServer().start_background()
     doubles = {}  # port -> ProxySQLDouble on the shared server
     try:
@@ -277,26 +277,19 @@ class ProcessDouble:
         kw.update(extra)
         return kw
 
-    def statements(self, since=0):
-        return self._call("statements", args=(since,))
 
-    def clear_statements(self):
-        return self._call("clear_statements")
+def _forwarded(name):
+    """ProxySQLDouble.<name> called in the host: the same arguments, its answer or its exception."""
 
-    def set_mode(self, mode, latency_ms=None):
-        return self._call("set_mode", args=(mode, latency_ms))
+    def call(self, *args, **kwargs):
+        return self._call(name, args=args, kwargs=kwargs)
 
-    def drop_connections(self):
-        return self._call("drop_connections")
+    call.__name__, call.__doc__ = name, getattr(ProxySQLDouble, name).__doc__
+    return call
 
-    def restart(self):
-        return self._call("restart")
 
-    def status(self):
-        return self._call("status")
-
-    def query(self, sql):
-        return self._call("query", args=(sql,))
+for _name in ProxySQLDouble.ACCESSORS:
+    setattr(ProcessDouble, _name, _forwarded(_name))
 
 
 if __name__ == "__main__":

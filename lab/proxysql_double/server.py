@@ -364,6 +364,9 @@ class ProxySQLDouble:
         self.stop()
 
     # ------------------------------------------------------------------ handy accessors
+    # the methods a double in the host process (host.ProcessDouble) forwards there, each by this name
+    ACCESSORS = ("statements", "clear_statements", "set_mode", "drop_connections", "restart", "status", "query")
+
     @property
     def port(self):
         return self.engine.port

@@ -56,6 +56,16 @@ def test_a_double_in_the_host_answers_as_the_in_process_one():
         assert drive(there) == drive(here)
 
 
+def test_every_accessor_of_the_in_process_double_is_forwarded_by_the_host_one():
+    """One list (ProxySQLDouble.ACCESSORS) says what the host forwards: a public method added to the in-process double
+    without joining it fails here."""
+    public = {n for n in dir(ProxySQLDouble) if not n.startswith("_") and n != "ACCESSORS"}
+    assert public - set(dir(ProcessDouble)) == set()
+    assert all(
+        getattr(ProcessDouble, n).__doc__ == getattr(ProxySQLDouble, n).__doc__ for n in ProxySQLDouble.ACCESSORS
+    )
+
+
 def test_modes_and_restart_go_through_the_host():
     with ProcessDouble() as d:
         d.set_mode("refuse")
