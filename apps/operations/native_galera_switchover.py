@@ -25,6 +25,8 @@ from apps.plans.vocabulary import MONITOR_WRITER, PROXYSQL, WAIT_CATCHUP, Guard,
 
 from .choices import OnDrainTimeout
 from .native_switchover import (
+    NodeStatements,
+    Weights,
     _changes,
     _every_row,
     closing_steps,
@@ -105,9 +107,9 @@ def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_time
             for r in n.runtime
         )
     ]
-    weights = [n.statements["weights"] for n in read.answered if n.statements]
-    swaps = {tuple(map(tuple, w["swap"])) if w["swap"] else None for w in weights}
-    swap = weights[0]["swap"] if weights else None
+    weights = [n.statements.weights for n in read.answered if n.statements and n.statements.weights]
+    swaps = {tuple(map(tuple, w.swap)) if w.swap else None for w in weights}
+    swap = weights[0].swap if weights else None
     own = [
         Guard(
             "monitor_candidate",
@@ -122,8 +124,8 @@ def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_time
             f"{A} and {B} are configured in writer hostgroup {W} with different weights, the "
             f"same on every node, and {B} would be the heaviest with {A}'s (Monitor picks the writer by "
             f"weight)",
-            len(swaps) == 1 and swap is not None and all(w["heaviest"] for w in weights),
-            "; ".join(w["said"] for w in weights) or "not read",
+            len(swaps) == 1 and swap is not None and all(w.heaviest for w in weights),
+            "; ".join(w.said for w in weights) or "not read",
             False,
         ),
     ]
@@ -159,8 +161,8 @@ def galera_steps(
 ):
     """The build, from the read alone (a writer placed: read.A): the steps, each node's statements in them."""
     W, A = cluster.writer_hostgroup, read.A
-    weights = [n.statements["weights"] for n in read.answered if n.statements]
-    swap = weights[0]["swap"] if weights else None
+    weights = [n.statements.weights for n in read.answered if n.statements and n.statements.weights]
+    swap = weights[0].swap if weights else None
     steps = drain_steps(
         read,
         lower_autoinc,
@@ -280,12 +282,14 @@ def _node_statements(sql, row, A, B, runtime, memory, variables):
     off, on = sql.set_galera_active(W, False), sql.set_galera_active(W, True)
     back = [on] + _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, (W, *a): {**drained[(W, *a)], "status": "OFFLINE_HARD"}} if (W, *a) in drained else drained
-    return {
-        **autoinc_parts(sql, variables),
-        "drain": {"sql": [off] + _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
-        "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
-        "move": {"sql": [on] + _changes(sql, drained, moved) + [sql.LOAD_SERVERS], "rollback": back},
-        "memory_back": {"sql": _changes(sql, moved, target) + [sql.SAVE_SERVERS], "rollback": []},
-        "configured": [[*k, target[k]] for k in sorted(target)],
-        "weights": {"swap": swap, "heaviest": heaviest, "said": said},
-    }
+    return NodeStatements(
+        {
+            **autoinc_parts(sql, variables),
+            "drain": {"sql": [off] + _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
+            "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
+            "move": {"sql": [on] + _changes(sql, drained, moved) + [sql.LOAD_SERVERS], "rollback": back},
+            "memory_back": {"sql": _changes(sql, moved, target) + [sql.SAVE_SERVERS], "rollback": []},
+        },
+        [[*k, target[k]] for k in sorted(target)],
+        Weights(swap, heaviest, said),
+    )

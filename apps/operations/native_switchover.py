@@ -15,16 +15,25 @@ the placement as it was before the drain and puts memory back: the servers where
 """
 
 import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
-from apps.clients.proxysql import configured, configured_status, node_admin
+from apps.clients.proxysql import (
+    ProxySQLAdmin,
+    ReplicationHostgroups,
+    ServerRow,
+    configured,
+    configured_status,
+    node_admin,
+)
 from apps.clients.wire import ClientError
-from apps.configuration.services import record_operation
+from apps.configuration.services import ServerFields, ServerKey, record_operation
 from apps.fleet.choices import ClusterKind
-from apps.fleet.models import ProxySQLNode, Server
+from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.plans.registry import StepFailed, capture
 from apps.plans.vocabulary import (
     BACKEND,
@@ -43,6 +52,7 @@ from apps.plans.vocabulary import (
 from . import shared
 from .choices import OnDrainTimeout, OperationKind
 from .inventory import _once
+from .models import Operation, OperationStep
 from .repair import managers_view
 from .switchover import (
     AUTOINC,
@@ -69,17 +79,55 @@ HOLD_MAX = "mysql-connect_timeout_server_max"
 MONITOR_CHECKS, MIN_WAIT_MS = 5, 3000
 PLACEMENT_POLL_MS = 50
 
+Rows = dict[ServerKey, ServerFields]  # a node's mysql_servers rows: (hostgroup, host, port) -> configured columns
+Variables = dict[str, str]  # a node's global variables as read: name -> value
+Own = TypeVar("Own")  # a planner's own read of a node: its manager's rows (replication) or row (Galera)
+
+
+class Part(TypedDict):
+    """One node's statements for one step, and their way back."""
+
+    sql: list[str]
+    rollback: list[str]
+
+
+@dataclass
+class Weights:
+    """The Galera manager's weights of A and B in the writer hostgroup on one node (native_galera_switchover.py):
+    the rows' weights to write, swapped ([[W, host, port, weight], ...]; None: nothing to swap), whether B would be
+    the heaviest with A's weight, and that said for the guard."""
+
+    swap: list[list[Any]] | None
+    heaviest: bool
+    said: str
+
+
+@dataclass
+class NodeStatements:
+    """One node's statements, planned from its read: each step's part (drain, offline_hard, memory_back,
+    autoinc_off, autoinc_restore; the Galera manager's move), the rows its memory ends with ([hostgroup, host, port,
+    columns]: the verify's) and, with the Galera manager, the weights swapped."""
+
+    parts: dict[str, Part]
+    configured: list[list[Any]]
+    weights: Weights | None = None
+
+
+# (guards, facts, lower_autoinc resolved, monitor_timeout_ms resolved): a judgement; both are resolved once Monitor
+# has placed a writer, and given back as they came without one
+Judgement = tuple[list[Guard], dict[str, Any], bool | None, int | None]
+
 
 def plan_native_switchover(
-    cluster,
-    new_writer,
+    cluster: Cluster,
+    new_writer: Server,
     *,
-    drain_timeout_ms=None,
-    on_timeout=OnDrainTimeout.ROLLBACK,
-    lower_autoinc=None,
-    monitor_timeout_ms=None,
-    catchup_timeout_ms=None,
-):
+    drain_timeout_ms: int | None = None,
+    on_timeout: str = OnDrainTimeout.ROLLBACK,
+    lower_autoinc: bool | None = None,
+    monitor_timeout_ms: int | None = None,
+    catchup_timeout_ms: int | None = None,
+) -> Plan:
     """The switchover through ProxySQL's replication manager, from what the nodes and backends say now. Network
     reads only; writes nothing. The old writer is the one Monitor placed. In three parts, as plan_switchover: read
     (read_replication_switchover), judge (replication_guards) and build (replication_steps) from the read alone.
@@ -97,12 +145,19 @@ def plan_native_switchover(
     )
 
 
-def read_replication_switchover(cluster, B):
+def read_replication_switchover(cluster: Cluster, B: Server) -> "NativeRead[list[ReplicationHostgroups]]":
     """The read: every node once (its mysql_replication_hostgroups rows, and its statements rendered with its
     driver's escaping once Monitor's writer is known), then the cluster."""
     managed, W, R = cluster.managed_hostgroups(), cluster.writer_hostgroup, cluster.reader_hostgroup
 
-    def more(node, admin, runtime, memory, variables, A):
+    def more(
+        node: ProxySQLNode,
+        admin: ProxySQLAdmin,
+        runtime: list[ServerRow],
+        memory: list[ServerRow],
+        variables: Variables,
+        A: Server | None,
+    ) -> tuple[list[ReplicationHostgroups], NodeStatements | None]:
         statements = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables) if A else None
         return admin.replication_hostgroups(), statements
 
@@ -110,8 +165,16 @@ def read_replication_switchover(cluster, B):
 
 
 def replication_guards(
-    cluster, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc, monitor_timeout_ms
-):
+    cluster: Cluster,
+    B: Server,
+    read: "NativeRead[list[ReplicationHostgroups]]",
+    *,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    longer_timeout: bool,
+    lower_autoinc: bool | None,
+    monitor_timeout_ms: int | None,
+) -> Judgement:
     """The judgement, from the read alone: (guards, facts, lower_autoinc resolved, monitor_timeout_ms resolved)."""
     W, R, A = cluster.writer_hostgroup, cluster.reader_hostgroup, read.A
     if A is None:
@@ -166,9 +229,18 @@ def replication_guards(
     return guards, facts, lower_autoinc, monitor_timeout_ms
 
 
-def replication_steps(cluster, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, monitor_timeout_ms):
+def replication_steps(
+    cluster: Cluster,
+    B: Server,
+    read: "NativeRead[list[ReplicationHostgroups]]",
+    *,
+    lower_autoinc: bool | None,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    monitor_timeout_ms: int,
+) -> list[Step]:
     """The build, from the read alone (a writer placed: read.A): the steps, each node's statements in them."""
-    W, R, A = cluster.writer_hostgroup, cluster.reader_hostgroup, read.A
+    W, R, A = cluster.writer_hostgroup, cluster.reader_hostgroup, read.writer
     steps = drain_steps(
         read,
         lower_autoinc,
@@ -213,18 +285,37 @@ def replication_steps(cluster, B, read, *, lower_autoinc, drain_timeout_ms, on_t
 
 
 # -- what both native planners share: the read, the judgement's common part, the common steps -------------------------
+class Judge(Protocol[Own]):
+    """A native planner's judgement (replication_guards, galera_guards), from the read alone."""
+
+    def __call__(
+        self,
+        cluster: Cluster,
+        B: Server,
+        read: "NativeRead[Own]",
+        *,
+        drain_timeout_ms: int,
+        on_timeout: str,
+        longer_timeout: bool,
+        lower_autoinc: bool | None,
+        monitor_timeout_ms: int | None,
+    ) -> Judgement: ...
+
+
 def plan_through_monitor(
-    cluster,
-    B,
-    parts,
-    manager,
+    cluster: Cluster,
+    B: Server,
+    # (read, judge, build): the build takes the judgement's options by keyword, and the planner's own
+    # (build_options: the Galera manager's catchup_timeout_ms)
+    parts: tuple[Callable[[Cluster, Server], "NativeRead[Own]"], Judge[Own], Callable[..., list[Step]]],
+    manager: str,
     *,
-    drain_timeout_ms,
-    on_timeout,
-    lower_autoinc,
-    monitor_timeout_ms,
-    **build_options,
-):
+    drain_timeout_ms: int | None,
+    on_timeout: str,
+    lower_autoinc: bool | None,
+    monitor_timeout_ms: int | None,
+    **build_options: Any,
+) -> Plan:
     """The planner both native switchovers are, from its three parts (read, judge, build): the read first, then the
     judgement and the build from the read alone; without a writer placed by Monitor, its guard alone."""
     read_switchover, judge, build = parts
@@ -243,6 +334,7 @@ def plan_through_monitor(
     )
     if read.A is None:
         return Plan(OperationKind.SWITCHOVER, cluster.pk, f"Switchover {cluster.name}", guards, [], facts)
+    assert monitor_timeout_ms is not None  # resolved by the judgement once a writer is placed (Judgement)
     steps = build(
         cluster,
         B,
@@ -259,41 +351,58 @@ def plan_through_monitor(
 
 
 @dataclass
-class NativeNode:
+class NativeNode(Generic[Own]):
     """One ProxySQL node that answered, as a native planner reads it: its mysql_servers (runtime, memory), the
     variables, the sessions pinned to Monitor's writer, the planner's own read (its manager's rows) and the plan's
     statements for it (None: no writer placed, or no manager row to plan with)."""
 
     node: ProxySQLNode
-    runtime: list
-    memory: list
-    variables: dict
-    sessions: list
-    own: Any
-    statements: dict | None
+    runtime: list[ServerRow]
+    memory: list[ServerRow]
+    variables: Variables
+    sessions: list[dict[str, Any]]  # pinned_sessions(): processlist rows with the reasons each is pinned
+    own: Own
+    statements: NodeStatements | None
 
 
 @dataclass
-class NativeRead:
+class NativeRead(Generic[Own]):
     """What both native planners read, before they judge: of every ProxySQL node, Monitor's writer A (as the first
     node places it), each node's writers, the answering nodes (NativeNode, in node order) and the unreachable ones
     ("name: why"); then the cluster (ClusterRead: backends, lock, pending rows)."""
 
-    nodes: list
+    nodes: list[ProxySQLNode]
     A: Server | None = None
-    writers: dict = field(default_factory=dict)
-    unreachable: list = field(default_factory=list)
-    answered: list[NativeNode] = field(default_factory=list)
+    writers: dict[str, list[str]] = field(default_factory=dict)  # node name -> ["host:port", ...]
+    unreachable: list[str] = field(default_factory=list)
+    answered: list[NativeNode[Own]] = field(default_factory=list)
     cluster: ClusterRead | None = None  # the backends, the lock, pending rows (read after the nodes)
 
+    @property
+    def writer(self) -> Server:
+        """Monitor's writer A, for the parts that run only once one is placed (the judgement past its writer guard,
+        the build)."""
+        if self.A is None:
+            raise ValueError("no writer placed by Monitor: the plan is its writer guard alone")
+        return self.A
 
-def read_native_nodes(cluster, B, variable_names, writer_status, more):
+
+def read_native_nodes(
+    cluster: Cluster,
+    B: Server,
+    variable_names: list[str],
+    writer_status: Callable[[str], str],
+    more: Callable[
+        [ProxySQLNode, ProxySQLAdmin, list[ServerRow], list[ServerRow], Variables, Server | None],
+        tuple[Own, NodeStatements | None],
+    ],
+) -> NativeRead[Own]:
     """Read every node once (at an operation's start, through the executor's open connection), then the cluster: the
     only part of a native plan that reads anything. writer_status(status) says which status counts as a writer in
     the writer hostgroup; more(node, admin, runtime, memory, variables, A) is the planner's own read on the same
     connection: (its manager's rows, the node's statements or None)."""
     W = cluster.writer_hostgroup
-    read = NativeRead(list(cluster.proxysql_nodes.order_by("pk")))
+    read: NativeRead[Own] = NativeRead(list(cluster.proxysql_nodes.order_by("pk")))
     for node in read.nodes:
         try:
             with node_admin(node) as admin:
@@ -316,16 +425,18 @@ def read_native_nodes(cluster, B, variable_names, writer_status, more):
     return read
 
 
-def monitor_on(variables):
+def monitor_on(variables: Mapping[str, str]) -> bool:
     return str(variables.get(MONITOR_ENABLED)).lower() in ("true", "1")
 
 
-def native_facts(read):
+def native_facts(read: NativeRead[Own]) -> tuple[dict[str, Any], SessionTally]:
     """The facts of every answering node, and its pinned sessions counted (SessionTally), from the read alone."""
-    facts, tally = {"nodes": {}}, SessionTally()
+    nodes: dict[str, dict[str, Any]] = {}
+    facts: dict[str, Any] = {"nodes": nodes}
+    tally = SessionTally()
     for n in read.answered:
         tally.add(n.node, n.sessions, n.variables)
-        facts["nodes"][str(n.node.pk)] = {
+        nodes[str(n.node.pk)] = {
             "name": n.node.name,
             "pinned": n.sessions,
             "autoinc": n.variables.get(AUTOINC),
@@ -337,19 +448,19 @@ def native_facts(read):
 
 
 def native_guards(
-    cluster,
-    B,
-    read,
-    own,
-    managed,
-    manager_said,
-    unmanaged,
+    cluster: Cluster,
+    B: Server,
+    read: NativeRead[Own],
+    own: list[Guard],
+    managed: Collection[int],
+    manager_said: str,
+    unmanaged: list[str],
     *,
-    drain_timeout_ms,
-    on_timeout,
-    longer_timeout,
-    lower_autoinc,
-):
+    drain_timeout_ms: int,
+    on_timeout: str,
+    longer_timeout: bool,
+    lower_autoinc: bool | None,
+) -> tuple[list[Guard], dict[str, Any], bool | None]:
     """The judgement both native planners share (a writer placed: read.A), from the read alone: writer_guards, the
     planner's `own` guards, no unloaded edits in `managed`, then every switchover's (shared_guards) with the
     native_manager guard (`manager_said`; the nodes in `unmanaged` fail it). (guards, facts, lower_autoinc)."""
@@ -373,7 +484,7 @@ def native_guards(
     )
     more, lower_autoinc = shared_guards(
         cluster,
-        read.A,
+        read.writer,
         B,
         tally,
         facts,
@@ -387,7 +498,7 @@ def native_guards(
     return guards + more, facts, lower_autoinc
 
 
-def writer_guards(cluster, read, B):
+def writer_guards(cluster: Cluster, read: NativeRead[Own], B: Server) -> list[Guard]:
     """The guards both native planners start with. Without one writer placed by Monitor: that guard alone (the plan
     stops there). Re-checked at start like every guard (recheck.py): a writer Monitor moved since the plan refuses it."""
     W, A = cluster.writer_hostgroup, read.A
@@ -428,15 +539,22 @@ def writer_guards(cluster, read, B):
     ]
 
 
-def per_node(read, part):
-    """One part of every planned node's statements, as a step's nodes."""
-    return {str(n.node.pk): {"name": n.node.name, **n.statements[part]} for n in read.answered if n.statements}
+def per_node(read: NativeRead[Own], part: str) -> dict[str, dict[str, Any]]:
+    """One part of every planned node's statements, as a step's nodes ({node id: {"name", "sql", "rollback"}})."""
+    return {str(n.node.pk): {"name": n.node.name, **n.statements.parts[part]} for n in read.answered if n.statements}
 
 
-def drain_steps(read, lower_autoinc, W, drain_timeout_ms, on_timeout, drain_said):
+def drain_steps(
+    read: NativeRead[Own],
+    lower_autoinc: bool | None,
+    W: int,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    drain_said: str,
+) -> list[Step]:
     """The steps both native switchovers open with: [lower the auto-increment delay] -> drain A -> wait for its
     ConnUsed 0 in the writer hostgroup on every node."""
-    A = read.A
+    A = read.writer
     steps = []
     if lower_autoinc:
         steps.append(
@@ -465,10 +583,12 @@ def drain_steps(read, lower_autoinc, W, drain_timeout_ms, on_timeout, drain_said
     return steps
 
 
-def wait_monitor_step(read, B, W, said, monitor_timeout_ms, **more):
+def wait_monitor_step(
+    read: NativeRead[Own], B: Server, W: int, said: str, monitor_timeout_ms: int, **more: str
+) -> Step:
     """The wait for Monitor's placement of B in writer hostgroup W on every node (wait_monitor below); `more`: the
     Galera manager's old_marked."""
-    A = read.A
+    A = read.writer
     return Step(
         "wait_monitor",
         said,
@@ -485,7 +605,14 @@ def wait_monitor_step(read, B, W, said, monitor_timeout_ms, **more):
     )
 
 
-def closing_steps(read, managed, lower_autoinc, memory_back_said, verify_said, record_writer):
+def closing_steps(
+    read: NativeRead[Own],
+    managed: Collection[int],
+    lower_autoinc: bool | None,
+    memory_back_said: str,
+    verify_said: str,
+    record_writer: Step,
+) -> list[Step]:
     """The steps both native switchovers end with: memory back (the point of no return) -> verify memory ->
     [restore the auto-increment delay] -> record_writer."""
     steps = [
@@ -495,7 +622,7 @@ def closing_steps(read, managed, lower_autoinc, memory_back_said, verify_said, r
             verify_said,
             VERIFY,
             params={
-                "rows": {str(n.node.pk): n.statements["configured"] for n in read.answered if n.statements},
+                "rows": {str(n.node.pk): n.statements.configured for n in read.answered if n.statements},
                 "hostgroups": sorted(managed),
                 "variables": {},
                 "layer": "memory",
@@ -507,7 +634,14 @@ def closing_steps(read, managed, lower_autoinc, memory_back_said, verify_said, r
     return steps + [record_writer]
 
 
-def native_options(read, B, drain_timeout_ms, on_timeout, lower_autoinc, monitor_timeout_ms):
+def native_options(
+    read: NativeRead[Own],
+    B: Server,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    lower_autoinc: bool | None,
+    monitor_timeout_ms: int,
+) -> dict[str, Any]:
     """The options both native switchovers store (planned again at start with them)."""
     return {
         "drain_timeout_ms": drain_timeout_ms,
@@ -515,21 +649,25 @@ def native_options(read, B, drain_timeout_ms, on_timeout, lower_autoinc, monitor
         "lower_autoinc": lower_autoinc,
         "old_writer_to": "reader",
         "new_writer": B.pk,
-        "old_writer": read.A.pk,
+        "old_writer": read.writer.pk,
         "monitor_timeout_ms": monitor_timeout_ms,
         "autoinc_values": {str(n.node.pk): n.variables.get(AUTOINC) for n in read.answered},
     }
 
 
-def _pending(node, runtime, memory, managed):
+def _pending(
+    node: ProxySQLNode, runtime: list[ServerRow], memory: list[ServerRow], managed: Collection[int]
+) -> list[str]:
     """The node's unloaded edits said for the no_pending_edits guard (empty: none)."""
     edits = _unloaded_edits(runtime, memory, managed)
     return [f"{node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")"] if edits else []
 
 
-def _unloaded_edits(runtime, memory, managed):
+def _unloaded_edits(
+    runtime: list[ServerRow], memory: list[ServerRow], managed: Collection[int]
+) -> dict[ServerKey, tuple[ServerFields | None, ServerFields | None] | None]:
     """unloaded_edits() with Monitor's placement in the managed hostgroups folded back to memory's rows (fleet/native.py):
-    where Monitor put a server is no edit."""
+    where Monitor put a server is no edit ({key: (memory, runtime)}, or None inside the managed hostgroups)."""
     run = {r.key: configured(r) for r in runtime}
     mem = {r.key: configured(r) for r in memory}
     outside = unloaded_edits(
@@ -542,12 +680,21 @@ def _unloaded_edits(runtime, memory, managed):
     return {**outside, **dict.fromkeys(inside)}
 
 
-def _node_statements(sql, managed, W, R, A, runtime, memory, variables):
+def _node_statements(
+    sql: Sql,
+    managed: Collection[int],
+    W: int,
+    R: int,
+    A: Server,
+    runtime: list[ServerRow],
+    memory: list[ServerRow],
+    variables: Variables,
+) -> NodeStatements:
     """One node's statements. Memory takes Monitor's placement (runtime) with A OFFLINE_SOFT in the writer hostgroup
     and reading in the reader one, so the drain's LOAD moves no server (a LOAD starts Monitor again from the loaded
     rows); once Monitor has moved the writer, memory goes back to the configured rows without a LOAD."""
 
-    def mine(rows):
+    def mine(rows: list[ServerRow]) -> Rows:
         return {r.key: configured(r) for r in rows if r.hostgroup_id in managed}
 
     placed, configured_rows = mine(runtime), mine(memory)
@@ -560,27 +707,42 @@ def _node_statements(sql, managed, W, R, A, runtime, memory, variables):
     # The way back whatever a node ran of it: every row written, the placement loaded, then memory as configured.
     back = _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, a_key: {**drained[a_key], "status": "OFFLINE_HARD"}} if a_key in drained else drained
-    return {
-        **autoinc_parts(sql, variables),
-        "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
-        "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
-        "memory_back": {"sql": _changes(sql, drained, configured_rows), "rollback": []},
-        "configured": [[*k, configured_rows[k]] for k in sorted(configured_rows)],
-    }
+    return NodeStatements(
+        {
+            **autoinc_parts(sql, variables),
+            "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},
+            "offline_hard": {"sql": _changes(sql, drained, hard) + [sql.LOAD_SERVERS], "rollback": back},
+            "memory_back": {"sql": _changes(sql, drained, configured_rows), "rollback": []},
+        },
+        [[*k, configured_rows[k]] for k in sorted(configured_rows)],
+    )
 
 
-def _changes(sql, have, want):
+def _changes(sql: Sql, have: Rows, want: Rows) -> list[str]:
     """The statements that turn rows `have` into `want` (only the rows that differ), in key order."""
     return role_statements(sql, have, {k: want.get(k) for k in sorted(have.keys() | want.keys())})[0]
 
 
-def _every_row(sql, keys, want):
+def _every_row(sql: Sql, keys: Iterable[ServerKey], want: Rows) -> list[str]:
     """Every row of `keys` written as `want` has it (REPLACE) or removed (DELETE): right from any state."""
     return [sql.replace_server(_fields_row(k, want[k])) if k in want else sql.delete_server(*k) for k in keys]
 
 
 # -- the step kinds of this way (registered in steps.py) -------------------------------------------------------------
-def wait_monitor(run, step, row, executed, detail):
+class StepRun(Protocol):
+    """What these step handlers use of the executor's Run (executor.py: above this module, which steps.py registers)."""
+
+    op: Operation
+    pool: Executor
+
+    def admin(self, node_id: str | int) -> ProxySQLAdmin: ...
+
+    def beat(self, force: bool = False) -> None: ...
+
+
+def wait_monitor(
+    run: StepRun, step: Step, row: OperationStep, executed: list[dict[str, Any]], detail: dict[str, Any]
+) -> None:
     """Read runtime_mysql_servers on every node at once, every poll_ms, until each has the new writer ONLINE in the
     writer hostgroup and the old one out of it; past timeout_ms the step fails (the operation rolls back)."""
     p = step.params
@@ -591,12 +753,12 @@ def wait_monitor(run, step, row, executed, detail):
     start = time.monotonic()
     deadline = start + p["timeout_ms"] / 1000
 
-    def writer_rows(node_id):
+    def writer_rows(node_id: str) -> list[tuple[str, int, str]]:
         return sorted(
             (r.hostname, r.port, r.status) for r in run.admin(node_id).servers("runtime") if r.hostgroup_id == W
         )
 
-    def placed(rows):
+    def placed(rows: list[tuple[str, int, str]]) -> bool:
         """The new writer ONLINE; the old one out of the writer hostgroup, or (old_marked: the Galera manager) the only
         other writer there, with Monitor's mark of a backup writer: a row no plan writes, so its check ran."""
         if (*new, "ONLINE") not in rows:
@@ -636,13 +798,15 @@ def wait_monitor(run, step, row, executed, detail):
         time.sleep(p["poll_ms"] / 1000)
 
 
-def monitor_writer(run, step, row, executed, detail):
+def monitor_writer(
+    run: StepRun, step: Step, row: OperationStep, executed: list[dict[str, Any]], detail: dict[str, Any]
+) -> None:
     """The writer Monitor placed, recorded: its audit row (no inventory row moves: the configured rows are the
     intent and Monitor's placement is folded back to them, fleet/native.py)."""
     p = step.params
     if p.get("weights"):  # the Galera manager: the swapped weights are the intent now, the next configuration version
 
-        def swapped(rows):
+        def swapped(rows: Rows) -> Rows:
             return {
                 key: {**rows[key], "weight": weight}
                 for key, weight in (((hg, host, port), weight) for hg, host, port, weight in p["weights"])
