@@ -19,13 +19,20 @@ A rollback loads the placement as it was before the drain (A writing) with the w
 active, and puts memory back to the configured rows; disk is written only past the point of no return.
 """
 
-from apps.clients.proxysql import configured
+from typing import Any
+
+from apps.clients.proxysql import GaleraHostgroups, ProxySQLAdmin, ServerRow, configured
 from apps.fleet.choices import ClusterKind
-from apps.plans.vocabulary import MONITOR_WRITER, PROXYSQL, WAIT_CATCHUP, Guard, Sql, Step
+from apps.fleet.models import Cluster, ProxySQLNode, Server
+from apps.plans.vocabulary import MONITOR_WRITER, PROXYSQL, WAIT_CATCHUP, Guard, Plan, Sql, Step
 
 from .choices import OnDrainTimeout
 from .native_switchover import (
+    Judgement,
+    NativeRead,
     NodeStatements,
+    Rows,
+    Variables,
     Weights,
     _changes,
     _every_row,
@@ -45,18 +52,21 @@ from .switchover import autoinc_parts
 HEALTHCHECK = "mysql-monitor_galera_healthcheck_interval"
 # The wait for Monitor's agreement: this many healthchecks (real 2.7.1 placed within one: 3.7-4.8 s at 5000 ms).
 MONITOR_CHECKS, MIN_WAIT_MS = 3, 3000
+# This planner's read: each node's own part is its active mysql_galera_hostgroups row of the writer hostgroup (None:
+# the node has none)
+GaleraRead = NativeRead[GaleraHostgroups | None]
 
 
 def plan_galera_switchover(
-    cluster,
-    new_writer,
+    cluster: Cluster,
+    new_writer: Server,
     *,
-    drain_timeout_ms=None,
-    on_timeout=OnDrainTimeout.ROLLBACK,
-    lower_autoinc=None,
-    monitor_timeout_ms=None,
-    catchup_timeout_ms=2000,
-):
+    drain_timeout_ms: int | None = None,
+    on_timeout: str = OnDrainTimeout.ROLLBACK,
+    lower_autoinc: bool | None = None,
+    monitor_timeout_ms: int | None = None,
+    catchup_timeout_ms: int = 2000,
+) -> Plan:
     """The switchover through ProxySQL's Galera manager, from what the nodes and backends say now. Network reads
     only; writes nothing. The old writer is the one Monitor placed. In three parts, as plan_switchover: read
     (read_galera_switchover), judge (galera_guards) and build (galera_steps) from the read alone."""
@@ -73,12 +83,19 @@ def plan_galera_switchover(
     )
 
 
-def read_galera_switchover(cluster, B):
+def read_galera_switchover(cluster: Cluster, B: Server) -> GaleraRead:
     """The read: every node once (its active mysql_galera_hostgroups row of the writer hostgroup, and its statements
     rendered with its driver's escaping once Monitor's writer is known), then the cluster."""
     W = cluster.writer_hostgroup
 
-    def more(node, admin, runtime, memory, variables, A):
+    def more(
+        node: ProxySQLNode,
+        admin: ProxySQLAdmin,
+        runtime: list[ServerRow],
+        memory: list[ServerRow],
+        variables: Variables,
+        A: Server | None,
+    ) -> tuple[GaleraHostgroups | None, NodeStatements | None]:
         row = next((g for g in admin.galera_hostgroups() if g.active and g.writer_hostgroup == W), None)
         statements = None
         if A is not None and row is not None:
@@ -89,7 +106,17 @@ def read_galera_switchover(cluster, B):
     return read_native_nodes(cluster, B, [HEALTHCHECK], lambda status: status, more)
 
 
-def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc, monitor_timeout_ms):
+def galera_guards(
+    cluster: Cluster,
+    B: Server,
+    read: GaleraRead,
+    *,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    longer_timeout: bool,
+    lower_autoinc: bool | None,
+    monitor_timeout_ms: int | None,
+) -> Judgement:
     """The judgement, from the read alone: (guards, facts, lower_autoinc resolved, monitor_timeout_ms resolved)."""
     W, A = cluster.writer_hostgroup, read.A
     if A is None:
@@ -157,10 +184,18 @@ def galera_guards(cluster, B, read, *, drain_timeout_ms, on_timeout, longer_time
 
 
 def galera_steps(
-    cluster, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, monitor_timeout_ms, catchup_timeout_ms
-):
+    cluster: Cluster,
+    B: Server,
+    read: GaleraRead,
+    *,
+    lower_autoinc: bool | None,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    monitor_timeout_ms: int,
+    catchup_timeout_ms: int,
+) -> list[Step]:
     """The build, from the read alone (a writer placed: read.A): the steps, each node's statements in them."""
-    W, A = cluster.writer_hostgroup, read.A
+    W, A = cluster.writer_hostgroup, read.writer
     weights = [n.statements.weights for n in read.answered if n.statements and n.statements.weights]
     swap = weights[0].swap if weights else None
     steps = drain_steps(
@@ -224,24 +259,32 @@ def galera_steps(
     )
 
 
-def _managed(read):
+def _managed(read: GaleraRead) -> set[int]:
     """The hostgroups the nodes' mysql_galera_hostgroups rows place."""
     return {hg for n in read.answered if n.own is not None for hg in _hostgroups(n.own)}
 
 
-def _hostgroups(row):
+def _hostgroups(row: GaleraHostgroups) -> tuple[int, int, int, int]:
     return (row.writer_hostgroup, row.backup_writer_hostgroup, row.reader_hostgroup, row.offline_hostgroup)
 
 
-def _node_statements(sql, row, A, B, runtime, memory, variables):
+def _node_statements(
+    sql: Sql,
+    row: GaleraHostgroups,
+    A: Server,
+    B: Server,
+    runtime: list[ServerRow],
+    memory: list[ServerRow],
+    variables: Variables,
+) -> NodeStatements:
     """One node's statements. `placed`: Monitor's placement (its SHUNNED marks in the writer hostgroup left out: a
     backend loaded ONLINE there would write until the next check); every row of A and B in it carries the other's
     weight, as Monitor copies each backend's configured writer row."""
     W, backup, R = row.writer_hostgroup, row.backup_writer_hostgroup, row.reader_hostgroup
     managed = set(_hostgroups(row))
     a, b = (A.hostname, A.port), (B.hostname, B.port)
-    configured_rows = {r.key: configured(r) for r in memory if r.hostgroup_id in managed}
-    placed = {
+    configured_rows: Rows = {r.key: configured(r) for r in memory if r.hostgroup_id in managed}
+    placed: Rows = {
         r.key: configured(r)
         for r in runtime
         if r.hostgroup_id in managed and (r.hostgroup_id != W or r.status == "ONLINE")
@@ -253,9 +296,9 @@ def _node_statements(sql, row, A, B, runtime, memory, variables):
     said = f"{A}: {wa if wa is not None else 'not configured'}, {B}: {wb if wb is not None else 'not configured'}" + (
         "" if heaviest else f", a rival as heavy as {wa}"
     )
-    new_weight = {a: wb, b: wa} if swap else {}
+    new_weight: dict[tuple[str, int], Any] = {a: wb, b: wa} if swap else {}  # (host, port) -> its weight now
 
-    def weighed(rows):
+    def weighed(rows: Rows) -> Rows:
         return {k: {**v, "weight": new_weight.get(k[1:], v["weight"])} for k, v in rows.items()}
 
     drained = weighed(placed)
