@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypedDict, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
@@ -57,6 +57,7 @@ from .repair import managers_view
 from .switchover import (
     AUTOINC,
     EXTENDED,
+    Part,
     SessionTally,
     _fields_row,
     _promote_actions,
@@ -82,13 +83,6 @@ PLACEMENT_POLL_MS = 50
 Rows = dict[ServerKey, ServerFields]  # a node's mysql_servers rows: (hostgroup, host, port) -> configured columns
 Variables = dict[str, str]  # a node's global variables as read: name -> value
 Own = TypeVar("Own")  # a planner's own read of a node: its manager's rows (replication) or row (Galera)
-
-
-class Part(TypedDict):
-    """One node's statements for one step, and their way back."""
-
-    sql: list[str]
-    rollback: list[str]
 
 
 @dataclass

@@ -9,15 +9,18 @@ move hostgroups (B and A swap their role rows) -> verify runtime -> save to disk
 """
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TypedDict
 
-from apps.clients.backend import BackendClient
-from apps.clients.proxysql import configured, configured_status, node_admin
+from apps.clients.backend import BackendClient, NodeState
+from apps.clients.proxysql import ServerRow, configured, configured_status, node_admin
 from apps.clients.wire import ClientError
+from apps.configuration.services import ServerFields, ServerKey
 from apps.fleet.choices import ClusterKind
 from apps.fleet.drift import AUTOINC
 from apps.fleet.layout import swapped_roles
-from apps.fleet.models import HostgroupMembership, ProxySQLNode
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.plans.vocabulary import (
     no_other_operation,
     BACKEND,
@@ -53,8 +56,26 @@ HOLDING = (
     "multiplexing disabled",
 )
 
+BackendState = NodeState | ClientError  # a backend's BackendClient.state(), or the ClientError that read raised
+ReplicaStatus = dict[str, Any]  # SHOW REPLICA STATUS as read ({} no replica, {"error": why} the read failed)
+Session = dict[str, Any]  # pinned_sessions(): one processlist row with the reasons it is pinned
 
-def current_writer(cluster):
+
+class Part(TypedDict):
+    """One node's statements for one step, and their way back."""
+
+    sql: list[str]
+    rollback: list[str]
+
+
+class Note(TypedDict):
+    """A line of notes(): "info", "warning" or "error", and what it says."""
+
+    level: str
+    text: str
+
+
+def current_writer(cluster: Cluster) -> HostgroupMembership | None:
     """The inventory's writer: the ONLINE member of the writer hostgroup with the highest weight."""
     return (
         HostgroupMembership.objects.filter(server__cluster=cluster, hostgroup_id=cluster.writer_hostgroup)
@@ -65,7 +86,7 @@ def current_writer(cluster):
     )
 
 
-def replica_of(client):
+def replica_of(client: BackendClient) -> ReplicaStatus:
     """A backend's SHOW REPLICA STATUS as backend_guards judges it: {} when it is no replica, {"error": why} when
     the read failed."""
     try:
@@ -74,7 +95,7 @@ def replica_of(client):
         return {"error": exc.message}
 
 
-def read_replica(server):
+def read_replica(server: Server) -> ReplicaStatus:
     """replica_of() on a connection of its own (the error of opening it said the same way)."""
     try:
         with BackendClient.for_server(server) as client:
@@ -83,7 +104,14 @@ def read_replica(server):
         return {"error": exc.message}
 
 
-def backend_guards(cluster, server, state, prefix, source=None, replica=None):
+def backend_guards(
+    cluster: Cluster,
+    server: Server,
+    state: BackendState | None,
+    prefix: str,
+    source: Server | None = None,
+    replica: ReplicaStatus | None = None,
+) -> list[Guard]:
     """What a backend must be before it takes traffic (a switchover's new writer, a server back from
     maintenance). Galera: Synced, in the Primary component, wsrep_ready, its receive queue within the cluster's
     limit. Async: its replication threads running (from `source` when given) and its lag within the limit.
@@ -119,7 +147,7 @@ def backend_guards(cluster, server, state, prefix, source=None, replica=None):
         return []
     replica = replica or {}
     lag = replica.get("Seconds_Behind_Master")
-    guards = []
+    guards: list[Guard] = []
     if source is not None:
         guards.append(
             Guard(
@@ -140,20 +168,20 @@ def backend_guards(cluster, server, state, prefix, source=None, replica=None):
         Guard(
             f"{prefix}_lag",
             f"{server} lag <= {cluster.max_replication_lag} s",
-            lag not in (None, "") and int(lag) <= cluster.max_replication_lag,
+            lag is not None and lag != "" and int(lag) <= cluster.max_replication_lag,
             str(lag),
         ),
     ]
 
 
-def pinned_sessions(rows, hostgroup, hostname, port):
+def pinned_sessions(rows: Iterable[Mapping[str, Any]], hostgroup: int, hostname: str, port: int) -> list[Session]:
     """Sessions holding a backend connection to (hostgroup, host:port), with the reason each is pinned
     when the extended processlist names one."""
-    out = []
+    out: list[Session] = []
     for row in rows:
         if row.get("hostgroup") != hostgroup or row.get("srv_host") != hostname or row.get("srv_port") != port:
             continue
-        reasons = []
+        reasons: list[str] = []
         for backend in (row.get("extended_info") or {}).get("backends", []):
             conn = backend.get("conn") or {}
             if conn.get("auto_increment_delay_token"):
@@ -193,20 +221,36 @@ NATIVE_HOW = {
 NATIVE_WAYS = ("replication", "galera")
 # Their planners, put here by this app's AppConfig.ready(): they build on this module's helpers, so this module
 # never imports them (no import circle).
-NATIVE_PLANNERS = {}
+NATIVE_PLANNERS: dict[str, "NativePlanner"] = {}
+
+
+class NativePlanner(Protocol):
+    """A native manager's planner (native_switchover.py, native_galera_switchover.py), as plan_switchover calls it."""
+
+    def __call__(
+        self,
+        cluster: Cluster,
+        new_writer: Server,
+        *,
+        drain_timeout_ms: int,
+        on_timeout: str,
+        lower_autoinc: bool | None,
+        monitor_timeout_ms: int | None,
+        catchup_timeout_ms: int,
+    ) -> Plan: ...
 
 
 def plan_switchover(
-    cluster,
-    new_writer,
+    cluster: Cluster,
+    new_writer: Server,
     *,
-    drain_timeout_ms=None,
-    on_timeout=OnDrainTimeout.ROLLBACK,
-    lower_autoinc=None,
-    old_writer_to="reader",
-    catchup_timeout_ms=2000,
-    monitor_timeout_ms=None,
-):
+    drain_timeout_ms: int | None = None,
+    on_timeout: str = OnDrainTimeout.ROLLBACK,
+    lower_autoinc: bool | None = None,
+    old_writer_to: str = "reader",
+    catchup_timeout_ms: int = 2000,
+    monitor_timeout_ms: int | None = None,
+) -> Plan:
     """Build the switchover plan from what the nodes say now. Network reads only; writes nothing. In three parts:
     read (read_switchover: every ProxySQL node and backend once), judge (switchover_guards: the guards and facts,
     from the read alone), build (switchover_steps: the steps and their statements, from the read alone).
@@ -280,11 +324,21 @@ class NodeRead:
     on the old writer and the plan's statements for it, rendered with its driver's escaping (node_statements)."""
 
     node: ProxySQLNode
-    runtime: list
-    memory: list
-    variables: dict
-    sessions: list
-    statements: dict
+    runtime: list[ServerRow]
+    memory: list[ServerRow]
+    variables: dict[str, str]
+    sessions: list[Session]
+    statements: "NodeStatements"
+
+
+@dataclass
+class NodeStatements:
+    """One node's statements for a switchover: each step's part (autoinc_off, autoinc_restore, save, drain,
+    offline_hard, move) and the rows its runtime must have after the move ([hostgroup, host, port, columns]: the
+    verify's)."""
+
+    parts: dict[str, Part]
+    expect: list[list[Any]]
 
 
 @dataclass
@@ -293,18 +347,21 @@ class ClusterRead:
     backends and each one's state ({server pk: state, or the ClientError it answered}), and the console's own: the
     operation holding the cluster's lock, the guard on rows pending a rollback's retry."""
 
-    servers: list
-    backends: dict
+    servers: list[Server]
+    backends: dict[int, BackendState]
     holder: str | None
     pending: Guard
-    replicas: dict = field(default_factory=dict)  # async: {server pk: replica_of()} read on the state's connection
+    replicas: dict[int, ReplicaStatus] = field(
+        default_factory=dict
+    )  # async: {server pk: replica_of()} read on the state's connection
 
 
-def read_cluster(cluster):
+def read_cluster(cluster: Cluster) -> ClusterRead:
     """Every backend of the cluster read once (an async one's replica status too), then the cluster's lock and
     pending rows."""
     servers = list(cluster.servers.order_by("hostname", "port"))
-    states, replicas = {}, {}
+    states: dict[int, BackendState] = {}
+    replicas: dict[int, ReplicaStatus] = {}
     for server in servers:
         try:
             with BackendClient.for_server(server) as client:
@@ -321,13 +378,13 @@ class SwitchoverRead:
     """Everything a switchover plan reads, before it judges: every ProxySQL node once (answered: {pk: NodeRead},
     in node order; unreachable: "name: why"), then the cluster (ClusterRead)."""
 
-    nodes: list
-    answered: dict = field(default_factory=dict)
-    unreachable: list = field(default_factory=list)
+    nodes: list[ProxySQLNode]
+    answered: dict[int, NodeRead] = field(default_factory=dict)
+    unreachable: list[str] = field(default_factory=list)
     cluster: ClusterRead | None = None
 
 
-def read_switchover(cluster, A, B, old_writer_to):
+def read_switchover(cluster: Cluster, A: Server, B: Server, old_writer_to: str) -> SwitchoverRead:
     """The read: every ProxySQL node once (through the executor's open connection at an operation's start), then
     every backend, then the cluster's lock and pending rows. The only part of the plan that reads anything."""
     W = cluster.writer_hostgroup
@@ -348,7 +405,17 @@ def read_switchover(cluster, A, B, old_writer_to):
     return read
 
 
-def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc):
+def switchover_guards(
+    cluster: Cluster,
+    A: Server,
+    B: Server,
+    read: SwitchoverRead,
+    *,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    longer_timeout: bool,
+    lower_autoinc: bool | None,
+) -> tuple[list[Guard], dict[str, Any], bool]:
     """The judgement, from the read alone: (guards, facts, lower_autoinc resolved)."""
     W = cluster.writer_hostgroup
     guards = [
@@ -360,8 +427,11 @@ def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, long
             False,
         )
     ]
-    facts = {"nodes": {}}
-    not_writer, pending_edits, tally = [], [], SessionTally()
+    nodes: dict[str, dict[str, Any]] = {}
+    facts: dict[str, Any] = {"nodes": nodes}
+    not_writer: list[str] = []
+    pending_edits: list[str] = []
+    tally = SessionTally()
     for pk, n in read.answered.items():
         # Configured ONLINE is what counts: a SHUNNED row is ProxySQL's own verdict on that node (it
         # recovers by itself, and the drain's LOAD resets it), not an operator's edit.
@@ -374,7 +444,7 @@ def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, long
                 f"{n.node.name} (" + ", ".join(f"hg {k[0]} {k[1]}:{k[2]}" for k in sorted(edits)) + ")"
             )
         tally.add(n.node, n.sessions, n.variables)
-        facts["nodes"][str(pk)] = {
+        nodes[str(pk)] = {
             "name": n.node.name,
             "pinned": n.sessions,
             "autoinc": n.variables.get(AUTOINC),
@@ -385,13 +455,12 @@ def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, long
                 if r.status != configured_status(r.status)
             ],
         }
-    nodes = read.nodes
     guards.append(
         Guard(
             "proxysql_reachable",
             "Every ProxySQL node of the cluster answers",
-            not read.unreachable and bool(nodes),
-            "; ".join(read.unreachable) or f"{len(nodes)} of {len(nodes)}",
+            not read.unreachable and bool(read.nodes),
+            "; ".join(read.unreachable) or f"{len(read.nodes)} of {len(read.nodes)}",
             False,
         )
     )
@@ -412,7 +481,7 @@ def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, long
         )
     )
     # Shown, not a guard: ProxySQL's own verdict, reset on that node by the drain's LOAD.
-    facts["shunned"] = {n["name"]: n["shunned"] for n in facts["nodes"].values() if n["shunned"]}
+    facts["shunned"] = {n["name"]: n["shunned"] for n in nodes.values() if n["shunned"]}
     native = cluster.active_native_hostgroups()
     manager_guard = Guard(
         "no_native_hostgroups",
@@ -437,15 +506,24 @@ def switchover_guards(cluster, A, B, read, *, drain_timeout_ms, on_timeout, long
 
 
 def switchover_steps(
-    cluster, A, B, read, *, lower_autoinc, drain_timeout_ms, on_timeout, catchup_timeout_ms, old_writer_to
-):
+    cluster: Cluster,
+    A: Server,
+    B: Server,
+    read: SwitchoverRead,
+    *,
+    lower_autoinc: bool,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    catchup_timeout_ms: int,
+    old_writer_to: str,
+) -> list[Step]:
     """The build, from the read alone: the steps, each node's statements in them."""
     W, R = cluster.writer_hostgroup, cluster.reader_hostgroup
 
-    def per_node(part):
-        return {str(pk): {"name": n.node.name, **n.statements[part]} for pk, n in read.answered.items()}
+    def per_node(part: str) -> dict[str, dict[str, Any]]:
+        return {str(pk): {"name": n.node.name, **n.statements.parts[part]} for pk, n in read.answered.items()}
 
-    steps = []
+    steps: list[Step] = []
     promote = Step("promote", f"Promote {B}", BACKEND, params={"actions": _promote_actions(cluster, A, B)})
     if cluster.kind == ClusterKind.GALERA:
         # Every Galera node takes writes: read_only OFF on B can come before the drain, out of the time
@@ -503,7 +581,7 @@ def switchover_steps(
             "verify",
             "Verify every node's runtime has every row of the plan",
             VERIFY,
-            params={"expect": {str(pk): n.statements["expect"] for pk, n in read.answered.items()}},
+            params={"expect": {str(pk): n.statements.expect for pk, n in read.answered.items()}},
         )
     )
     steps.append(
@@ -525,10 +603,14 @@ def switchover_steps(
 class SessionTally:
     """The sessions holding the old writer on every node, counted as the guards and the auto-increment way read them."""
 
-    def __init__(self):
-        self.total, self.reasons, self.autoinc, self.inferred, self.held = 0, Counter(), 0, False, []
+    def __init__(self) -> None:
+        self.total = 0
+        self.reasons: Counter[str] = Counter()
+        self.autoinc = 0
+        self.inferred = False
+        self.held: list[str] = []
 
-    def add(self, node, sessions, variables):
+    def add(self, node: ProxySQLNode, sessions: list[Session], variables: Mapping[str, str]) -> None:
         self.total += len(sessions)
         for s in sessions:
             self.reasons.update(s["reasons"])
@@ -542,12 +624,25 @@ class SessionTally:
 
 
 def shared_guards(
-    cluster, A, B, tally, facts, manager_guard, read, *, drain_timeout_ms, on_timeout, longer_timeout, lower_autoinc
-):
+    cluster: Cluster,
+    A: Server,
+    B: Server,
+    tally: SessionTally,
+    facts: dict[str, Any],
+    manager_guard: Guard,
+    read: ClusterRead | None,
+    *,
+    drain_timeout_ms: int,
+    on_timeout: str,
+    longer_timeout: bool,
+    lower_autoinc: bool | None,
+) -> tuple[list[Guard], bool]:
     """The guards every switchover has besides its nodes' (B healthy, enough nodes left, no other work, the drain's
     way through its sessions), `manager_guard` in its place, judged from `read` (a ClusterRead, read_cluster); fills
     `facts`. Returns (guards, lower_autoinc resolved)."""
     facts.update(pinned_total=tally.total, pinned_reasons=dict(tally.reasons), old_writer=str(A), new_writer=str(B))
+    if read is None:  # a read's cluster part comes after its nodes: a judgement never sees it missing
+        raise ValueError("the cluster is not read: read_cluster() comes before the judgement")
     states, servers = read.backends, read.servers
     guards = backend_guards(cluster, B, states.get(B.pk), "new_writer", source=A, replica=read.replicas.get(B.pk))
     if cluster.kind == ClusterKind.ASYNC:
@@ -561,7 +656,8 @@ def shared_guards(
             )
         )
     # Counted besides B, by name: B may itself be unavailable, and the operator sees which nodes are (not) counted.
-    available, unavailable = [], []
+    available: list[str] = []
+    unavailable: list[str] = []
     for server in (server for server in servers if server.pk != B.pk):
         s = states[server.pk]
         if not isinstance(s, ClientError) and (s.synced_primary or not s.wsrep_on):
@@ -594,7 +690,7 @@ def shared_guards(
     return guards, lower_autoinc
 
 
-def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
+def _held_guard(held: list[str], on_timeout: str, longer_timeout: bool, drain_timeout_ms: int) -> Guard:
     """Sessions pinned for a reason the drain cannot undo: it will not finish, unless the operator chose a way
     (OFFLINE_HARD at the timeout, which cuts them, or a drain timeout longer than the cluster's, to wait for
     their clients). Not an admin's override: only that choice lets it through."""
@@ -627,7 +723,7 @@ def _held_guard(held, on_timeout, longer_timeout, drain_timeout_ms):
     )
 
 
-def _autoinc_way(lower_autoinc, pinned, inferred):
+def _autoinc_way(lower_autoinc: bool | None, pinned: int, inferred: bool) -> tuple[bool, dict[str, Any]]:
     """(lower_autoinc resolved, the facts saying who chose it and why). inferred: the extended processlist is off,
     so the connections' reason is not read, only that the variable is not 0 where they are."""
     chosen_by = "planner" if lower_autoinc is None else "operator"
@@ -659,10 +755,11 @@ def _autoinc_way(lower_autoinc, pinned, inferred):
     }
 
 
-def notes(plan):
+def notes(plan: Plan) -> list[Note]:
     """What the plan page shows besides the guards and the steps, for every door (the page, the command):
     [{"level": "info" | "warning" | "error", "text"}]."""
-    facts, options, out = plan.facts, plan.options, []
+    facts, options = plan.facts, plan.options
+    out: list[Note] = []
     if facts.get("cluster_sync_held"):  # sync_hold.py: the nodes run ProxySQL Cluster sync of what the plan loads
         out.append({"level": "info", "text": facts["cluster_sync_held"]["said"] + "."})
     if facts.get("cluster_sync_propagated"):  # sync_hold.propagate: the cluster asks its sync to carry the change
@@ -715,14 +812,14 @@ def notes(plan):
     return out
 
 
-def _drained(plan):
+def _drained(plan: Plan) -> str:
     """The server the plan drains, as the notes name it: a switchover's old writer, a drain's backend."""
     if plan.facts.get("old_writer"):  # a switchover's facts name the old writer, a drain's its server
         return f"the old writer {plan.facts['old_writer']}"
     return plan.facts.get("server") or "the server to drain"
 
 
-def _in_use_notes(plan, server):
+def _in_use_notes(plan: Plan, server: str) -> list[Note]:
     """The connections in use on the server to drain when planned, per node; why, where the extended processlist
     says it (off: said plainly that it cannot be read, and how to turn it on); what the drain does with them."""
     facts = plan.facts
@@ -750,7 +847,7 @@ def _in_use_notes(plan, server):
             f"{', '.join(unread)} (SET {EXTENDED}=1; LOAD MYSQL VARIABLES TO RUNTIME there, and plan again, "
             f"names the reason per connection)."
         )
-    out = [{"level": "info", "text": text}]
+    out: list[Note] = [{"level": "info", "text": text}]
     wait = next((s for s in plan.steps if s.key == "wait_drain"), None)  # both planners key their drain's wait so
     if wait is not None:
         then = (
@@ -770,7 +867,7 @@ def _in_use_notes(plan, server):
     return out
 
 
-def _autoinc_likely(facts):
+def _autoinc_likely(facts: Mapping[str, Any]) -> bool:
     """A plan stored before the planner chose the way: auto-increment tokens named by the extended processlist, or,
     when it is off, pinned sessions on a node whose variable is not 0."""
     reasons = facts.get("pinned_reasons", {})
@@ -780,7 +877,9 @@ def _autoinc_likely(facts):
     return unknown and any(n.get("autoinc") not in (None, "0") for n in facts.get("nodes", {}).values())
 
 
-def unloaded_edits(runtime, memory):
+def unloaded_edits(
+    runtime: Iterable[ServerRow], memory: Iterable[ServerRow]
+) -> dict[ServerKey, tuple[ServerFields | None, ServerFields | None]]:
     """Rows whose configuration differs between memory and runtime on one node: {key: (memory, runtime)}.
     Runtime-only states (SHUNNED) are not edits."""
     mem = {r.key: configured(r) for r in memory}
@@ -788,7 +887,7 @@ def unloaded_edits(runtime, memory):
     return {k: (mem.get(k), run.get(k)) for k in mem.keys() | run.keys() if mem.get(k) != run.get(k)}
 
 
-def _row(server_row, **over):
+def _row(server_row: ServerRow, **over: Any) -> dict[str, Any]:
     """A mysql_servers row to write (all SERVER_COLUMNS), from a runtime row: its configured status, never
     ProxySQL's own SHUNNED."""
     data = asdict(server_row)
@@ -797,12 +896,16 @@ def _row(server_row, **over):
     return {c: data[c] for c in SERVER_COLUMNS}
 
 
-def role_statements(sql, rows, changes):
+def role_statements(
+    sql: Sql, rows: Mapping[ServerKey, ServerFields | None], changes: Mapping[ServerKey, ServerFields | None]
+) -> tuple[list[str], list[str], list[list[Any]]]:
     """(forward, rollback, expect) for the rows that change: one REPLACE of every row to put, one DELETE of every
     row to remove, and the same the way back. One LOAD follows, so the order does not matter; each statement is an
     admin round trip inside the writer hold (a switchover's move), and under CPU contention one costs 10-30 ms
     (issue 37: six row statements took up to 106 ms before the move's LOAD on a real 2.7.1 node at load 22)."""
-    forward, undo, expect = ([], []), ([], []), []
+    forward: tuple[list[dict[str, Any]], list[ServerKey]] = ([], [])
+    undo: tuple[list[dict[str, Any]], list[ServerKey]] = ([], [])
+    expect: list[list[Any]] = []
     for key, want in changes.items():
         have = rows.get(key)
         expect.append([*key, want])
@@ -816,9 +919,9 @@ def role_statements(sql, rows, changes):
     return _batched(sql, *forward), _batched(sql, *undo), expect
 
 
-def _batched(sql, puts, removes):
+def _batched(sql: Sql, puts: list[dict[str, Any]], removes: list[ServerKey]) -> list[str]:
     """At most two statements: the rows put (REPLACE), then the rows removed (DELETE); a single row as before."""
-    out = []
+    out: list[str] = []
     if puts:
         out.append(sql.replace_server(puts[0]) if len(puts) == 1 else sql.replace_servers(puts))
     if removes:
@@ -826,13 +929,13 @@ def _batched(sql, puts, removes):
     return out
 
 
-def _fields_row(key, fields):
+def _fields_row(key: ServerKey, fields: Mapping[str, Any]) -> dict[str, Any]:
     """A whole mysql_servers row (SERVER_COLUMNS) from its key and its fields."""
     data = {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **fields}
     return {c: data[c] for c in SERVER_COLUMNS}
 
 
-def autoinc_parts(sql, variables):
+def autoinc_parts(sql: Sql, variables: Mapping[str, str]) -> dict[str, Part]:
     """The auto-increment way's statements on one node: lowered to 0 for the drain, then its value put back."""
     autoinc = variables.get(AUTOINC) or "5"
     return {
@@ -844,20 +947,23 @@ def autoinc_parts(sql, variables):
     }
 
 
-def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
+def _node_statements(
+    sql: Sql,
+    cluster: Cluster,
+    A: Server,
+    B: Server,
+    runtime: list[ServerRow],
+    variables: Mapping[str, str],
+    old_writer_to: str,
+) -> NodeStatements:
     """Every statement this node needs, per part of the plan, from its own runtime rows."""
     W = cluster.writer_hostgroup
     rows = {r.key: configured(r) for r in runtime}
     a_w = next((r for r in runtime if r.key == (W, A.hostname, A.port)), None)
-    parts = {**autoinc_parts(sql, variables), "save": {"sql": [sql.SAVE_SERVERS], "rollback": []}}
+    parts: dict[str, Part] = {**autoinc_parts(sql, variables), "save": {"sql": [sql.SAVE_SERVERS], "rollback": []}}
     if a_w is None:
-        return {
-            **parts,
-            "drain": {"sql": [], "rollback": []},
-            "offline_hard": {"sql": [], "rollback": []},
-            "move": {"sql": [], "rollback": []},
-            "expect": [],
-        }
+        nothing: dict[str, Part] = {part: {"sql": [], "rollback": []} for part in ("drain", "offline_hard", "move")}
+        return NodeStatements({**parts, **nothing}, [])
     parts["drain"] = {
         "sql": [sql.set_status(W, A.hostname, A.port, "OFFLINE_SOFT"), sql.LOAD_SERVERS],
         "rollback": [sql.replace_server(_row(a_w)), sql.LOAD_SERVERS],
@@ -871,11 +977,10 @@ def _node_statements(sql, cluster, A, B, runtime, variables, old_writer_to):
     changes = swapped_roles(cluster, rows, (A.hostname, A.port), (B.hostname, B.port), old_writer_to)
     forward, undo, expect = role_statements(sql, rows, changes)
     parts["move"] = {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]}
-    parts["expect"] = expect
-    return parts
+    return NodeStatements(parts, expect)
 
 
-def _promote_actions(cluster, A, B):
+def _promote_actions(cluster: Cluster, A: Server, B: Server) -> list[dict[str, Any]]:
     """What the promote step does to the backends; `name` (host:port) is what the plan page shows."""
     a, b = {"server": A.pk, "name": str(A)}, {"server": B.pk, "name": str(B)}
     if cluster.kind == ClusterKind.GALERA:
