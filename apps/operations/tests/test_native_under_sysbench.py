@@ -266,10 +266,32 @@ def died_at(text):
     return (int(reports[-1]) if reports else 0) if before is not None else None
 
 
+SAID = re.compile(r"Galera|Timeout|missed|offline|OFFLINE|Shunning|Removed server|[Kk]ill")
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
+
+
+def proxysql_said(nodes, since):
+    """Each node's log lines (its stdout.log) from epoch `since` on that tell of Monitor's Galera checks, servers set
+    offline or shunned, servers removed by a LOAD and sessions killed: (s from `since`, node, line). ProxySQL's log
+    has whole seconds, so a line of the second before `since` is kept too."""
+    said = []
+    for node in nodes:
+        log = node.datadir / "stdout.log"
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+            stamp = LOG_TIME.match(line)
+            if not stamp or not SAID.search(line):
+                continue
+            at = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) - since
+            if at >= -1:
+                said.append((round(at), node.name, line[20:220]))
+    return said
+
+
 def watched_under_sysbench(lab, nodes, action, label):
-    """under_sysbench with Monitor's placements (HostgroupWatch), the operations' steps and when sysbench died (if it
-    did), on one clock, and Galera's certification counters printed, also when a client error fails it: what
-    runtime_mysql_servers looked like around each LOAD."""
+    """under_sysbench with Monitor's placements (HostgroupWatch), the operations' steps, when sysbench died (if it
+    did) and what each ProxySQL logged of its Galera checks and servers (proxysql_said), on one clock, and Galera's
+    certification counters printed, also when a client error fails it: what runtime_mysql_servers looked like around
+    each LOAD, and why a server left it."""
     before, results = certification(lab), []
     with HostgroupWatch(nodes) as watch:
         began = []
@@ -290,7 +312,8 @@ def watched_under_sysbench(lab, nodes, action, label):
             print(
                 f"\n{label}: steps (key, s, ms) {steps}; sysbench began at about {bench_start and round(bench_start, 1)} s, "
                 f"died (first error, after its report of second) {deaths}; hostgroup 100 (s, node, rows) "
-                f"{watch.timeline}; galera counters {(before, certification(lab))}"
+                f"{watch.timeline}; galera counters {(before, certification(lab))}; ProxySQL said (s, node, line) "
+                f"{proxysql_said(nodes, watch.started)}"
             )
 
 
