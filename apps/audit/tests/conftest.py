@@ -65,12 +65,6 @@ def archive_dir(settings, tmp_path):
     return settings.AUDIT_ARCHIVE_DIR
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """The personas' passwords are hashed when they are created: a fast hasher keeps these tests quick."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def at(db):
     now = timezone.now()

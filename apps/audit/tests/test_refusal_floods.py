@@ -112,12 +112,11 @@ def test_windows_a_continuing_flood_writes_one_summary_per_window_a_quiet_key_it
     assert verify_chain()[1] is None
 
 
-def test_a_flood_of_failed_logins_is_bounded_and_counted(client, viewer_user, settings):
+def test_a_flood_of_failed_logins_is_bounded_and_counted(client, viewer_user):
     """200 guesses at 7 names, each name from its own address: each name's first 5 fail, then the lock (per user
     name and address, issue 34) refuses. A name no user has is audited as its fingerprint."""
     from apps.accounts.views import audited_name
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     for i in range(200):
         client.post(
             reverse("accounts:login"),
