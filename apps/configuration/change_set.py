@@ -25,7 +25,7 @@ from . import content as C
 from . import nodes as N
 from .findings import effect_findings
 from .models import ChangeSet, ConfigVersion
-from .native_load import placement_load, without_marks
+from .native_load import marks_kept, placement_load
 from .secrets import Collector
 from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
 from .statements import node_plan
@@ -156,7 +156,7 @@ def read_change_set(cs):
         sql = Sql(admin, read.placed)
         servers_load = None
         if read.managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
-            runtime = without_marks(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
+            runtime = marks_kept(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
 
             def servers_load(written):
                 return placement_load(sql, read.managed, layers["memory"]["mysql_servers"], runtime, written)
@@ -368,7 +368,7 @@ def native_placement(cluster, intended, write_back):
 
 def galera_writer_hostgroups(cluster):
     """The writer hostgroups of the cluster's active Galera manager rows: its SHUNNED rows there are Monitor's marks of
-    the backup writers, left out of the placement a change set loads (loaded ONLINE they would write)."""
+    the backup writers, loaded SHUNNED in the placement a change set loads (loaded ONLINE they would write)."""
     if cluster.native_manager != "galera":
         return set()
     return {int(n["writer_hostgroup"]) for n in cluster.active_native_hostgroups() if "backup_writer_hostgroup" in n}

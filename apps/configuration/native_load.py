@@ -5,10 +5,14 @@ every backend there is an ONLINE writer and clients' writes reach them. On real 
 manager, writes to the read_only backends failed with 1290; with the Galera manager, all three Galera nodes took
 writes for up to a healthcheck (5 s): certification failures, 1213 (lab/reference/native-galera/
 change-set-under-sysbench.md). So, as the native switchovers' drain does (operations/native_switchover.py,
-native_galera_switchover.py): memory takes Monitor's placement as the node runs it with the change set's edits (the
-Galera manager's SHUNNED marks of the backup writers in its writer hostgroup left out, as the Galera switchover leaves
-them: read as ONLINE they would be loaded as writers; Monitor marks them again at its next check), LOAD, then memory
-back to the configured rows with the edits (no LOAD). The runtime never shows the configured rows' placement; the SAVE
+native_galera_switchover.py): memory takes Monitor's placement as the node runs it with the change set's edits, LOAD,
+then memory back to the configured rows with the edits (no LOAD). The Galera manager's SHUNNED marks of its backup
+writers in its writer hostgroup are loaded as marks, SHUNNED, with the edited columns (marks_kept): read as ONLINE
+they would be loaded as writers; left out (as before), a check of Monitor's that raced the LOAD once wrote a mark with
+the old weight, and Monitor never rewrites an existing mark (its UPDATE OR IGNORE keeps the row already in the writer
+hostgroup: lab/reference/native-galera/change-set-under-sysbench.md), so it stayed until the next LOAD. A loaded
+SHUNNED row is no automatic shun: ProxySQL never unshuns it by time (MyHGC: shunned_automatic only) and sends it no
+traffic, as Monitor's own marks. The runtime never shows the configured rows' placement; the SAVE
 step writes the configured rows to disk.
 
 Pure: the rows are the layers nodes.read_layers gave (runtime statuses read as configured: SHUNNED is ONLINE)."""
@@ -31,11 +35,12 @@ def key(row: Row) -> Key:
     return int(row["hostgroup_id"]), row["hostname"], int(row["port"])
 
 
-def without_marks(runtime_rows: Iterable[Row], shunned: Iterable[Row], writer_hostgroups: Collection[int]) -> list[Row]:
-    """The runtime rows without the SHUNNED rows in these writer hostgroups (shunned: the runtime rows ProxySQL set
-    SHUNNED, nodes.read_layers; runtime_rows read them as ONLINE): the Galera manager's marks of its backup writers."""
+def marks_kept(runtime_rows: Iterable[Row], shunned: Iterable[Row], writer_hostgroups: Collection[int]) -> list[Row]:
+    """The runtime rows with the SHUNNED rows in these writer hostgroups SHUNNED again (shunned: the runtime rows
+    ProxySQL set SHUNNED, nodes.read_layers; runtime_rows read them as ONLINE): the Galera manager's marks of its
+    backup writers, loaded as marks."""
     marks = {key(r) for r in shunned if int(r["hostgroup_id"]) in writer_hostgroups}
-    return [r for r in runtime_rows if key(r) not in marks]
+    return [{**r, "status": "SHUNNED"} if key(r) in marks else r for r in runtime_rows]
 
 
 def _backend(key: Key) -> tuple[str, int]:

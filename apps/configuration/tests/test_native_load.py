@@ -1,7 +1,7 @@
 """native_load.placed_with_edits (pure): Monitor's placement with a change set's edits, what its LOAD carries on a
 cluster placed by ProxySQL's replication or Galera manager (issue 33)."""
 
-from apps.configuration.native_load import placed_with_edits, without_marks
+from apps.configuration.native_load import marks_kept, placed_with_edits
 
 
 def row(hg, port, **columns):
@@ -57,10 +57,11 @@ def test_a_status_edit_is_taken_a_new_backend_goes_in_as_configured_a_removed_on
     )
 
 
-def test_the_galera_managers_marks_are_left_out_and_a_backup_writers_weight_goes_where_monitor_put_it():
+def test_the_galera_managers_marks_are_loaded_as_marks_and_a_backup_writers_weight_goes_where_monitor_put_it():
     """Galera manager: 3311 writing, 3312 and 3313 backup writers (ONLINE in 102, marked SHUNNED in writer hostgroup
-    100), everyone reading. The marks leave the placement (loaded ONLINE they would write: three writers, 1213 on
-    real 2.7.1); 3313's new weight goes to each hostgroup Monitor put it in, never to the writer hostgroup."""
+    100), everyone reading. The marks stay marks, SHUNNED (loaded ONLINE they would write: three writers, 1213 on real
+    2.7.1; left out, a check of Monitor's racing the LOAD once wrote 3313's mark with the old weight, never rewritten);
+    3313's new weight goes to each hostgroup Monitor put it in, its mark in the writer hostgroup too."""
     configured = keyed(row(100, 3311), row(100, 3312, weight=900), row(100, 3313, weight=800))
     runtime = [
         row(100, 3311),
@@ -72,10 +73,20 @@ def test_the_galera_managers_marks_are_left_out_and_a_backup_writers_weight_goes
         row(9101, 3314, status="ONLINE"),
     ]
     shunned = [row(100, 3312, weight=900, status="SHUNNED"), row(100, 3313, weight=800, status="SHUNNED")]
-    shunned.append(row(9101, 3314, status="SHUNNED"))  # a pool's verdict in another hostgroup stays
-    placed = keyed(*without_marks(runtime, shunned, {100}))
-    assert sorted(k for k in placed if k[0] in (100, 9101)) == [(100, "127.0.0.1", 3311), (9101, "127.0.0.1", 3314)]
+    shunned.append(row(9101, 3314, status="SHUNNED"))  # a pool's verdict in another hostgroup: not a mark
+    placed = keyed(*marks_kept(runtime, shunned, {100}))
+    assert {(k[0], k[2]): r["status"] for k, r in placed.items() if k[0] in (100, 9101)} == {
+        (100, 3311): "ONLINE",
+        (100, 3312): "SHUNNED",
+        (100, 3313): "SHUNNED",
+        (9101, 3314): "ONLINE",
+    }
     after = {**configured, (100, "127.0.0.1", 3313): row(100, 3313, weight=700)}
     want = placed_with_edits(placed, configured, after)
-    assert [(k[0], k[2]) for k in sorted(want) if k[0] == 100] == [(100, 3311)]
-    assert {k[0]: r["weight"] for k, r in want.items() if k[2] == 3313} == {101: 700, 102: 700}
+    assert {(k[0], k[2]): r["status"] for k, r in want.items() if k[0] == 100} == {
+        (100, 3311): "ONLINE",
+        (100, 3312): "SHUNNED",
+        (100, 3313): "SHUNNED",
+    }
+    assert {k[0]: r["weight"] for k, r in want.items() if k[2] == 3313} == {100: 700, 101: 700, 102: 700}
+    assert {k[0]: r["weight"] for k, r in want.items() if k[2] == 3312} == {100: 900, 101: 900, 102: 900}
