@@ -310,7 +310,7 @@ def check_change_sets_load_monitors_placement(nodes, user):
     switchover. Its LOAD used to load the configured rows (all three in writer hostgroup 100): until Monitor's next
     healthcheck every backend was an ONLINE writer on every node (real 2.7.1 under sysbench: three writers, a
     certification failure, 1213 on COMMIT; lab/reference/native-galera/change-set-under-sysbench.md). It loads
-    Monitor's placement with the weight (its SHUNNED marks left out) instead: runtime, sampled all along, never holds
+    Monitor's placement with the weight (its SHUNNED marks loaded as marks) instead: runtime, sampled all along, never holds
     another writer than Monitor's; memory and disk end as configured with the weight."""
     cluster = natively_managed(nodes)
     seen = writers_seen(nodes, lambda: native.apply_weight(cluster, user, 100, 3313, 700))
@@ -349,7 +349,7 @@ def test_a_change_set_rolled_back_loads_monitors_placement_back_on_a_galera_mana
     proxysql_double_factory, galera_healthy, live_redis, operator_user
 ):
     """A weight and a query rule the second node refuses: rolled back on both nodes, the undo loading Monitor's
-    placement as it was (its SHUNNED marks left out, never the configured rows: no second writer sampled), then Monitor
+    placement as it was (its SHUNNED marks as marks, never the configured rows: no second writer sampled), then Monitor
     marks the backup writers again; runtime, memory and disk as before."""
     nodes = proxysql_double_factory(2)
     cluster = natively_managed(nodes)
