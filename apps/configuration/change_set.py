@@ -150,7 +150,7 @@ def read_change_set(cs):
         collector=Collector(cluster, known_secrets(cluster)),
         placed={},
     )
-    monitor_marks = galera_writer_hostgroups(cluster)
+    monitor_marks, entry = galera_writer_hostgroups(cluster), native_entry(cluster)
 
     def build(admin, layers, node, shunned):  # a write-back writes every difference, a change set only its diff's rows
         sql = Sql(admin, read.placed)
@@ -159,7 +159,7 @@ def read_change_set(cs):
             runtime = marks_kept(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
 
             def servers_load(written):
-                return placement_load(sql, read.managed, layers["memory"]["mysql_servers"], runtime, written)
+                return placement_load(sql, read.managed, layers["memory"]["mysql_servers"], runtime, written, entry)
 
         return node_plan(
             sql,
@@ -372,6 +372,18 @@ def galera_writer_hostgroups(cluster):
     if cluster.native_manager != "galera":
         return set()
     return {int(n["writer_hostgroup"]) for n in cluster.active_native_hostgroups() if "backup_writer_hostgroup" in n}
+
+
+def native_entry(cluster):
+    """{writer hostgroup: where a new backend configured there enters} for the cluster's active native managers: the
+    Galera manager's backup writer hostgroup (Monitor makes it a writer from there if its weight says so), the
+    replication manager's reader hostgroup (Monitor moves it to the writers if it is not read_only)."""
+    out = {}
+    for n in cluster.active_native_hostgroups():
+        enters = n.get("backup_writer_hostgroup", n.get("reader_hostgroup"))
+        if n.get("writer_hostgroup") is not None and enters is not None:
+            out[int(n["writer_hostgroup"])] = int(enters)
+    return out
 
 
 CHANGED_NOUNS = {

@@ -430,6 +430,30 @@ def writers(content: Mapping[str, Any]) -> list[tuple[str, int]]:
     )
 
 
+def chosen_writers(content: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The writers a configuration makes: writers(), except where ProxySQL's Galera manager is active on the writer
+    hostgroup: there every configured row is a candidate and Monitor makes writers of the `max_writers` ONLINE ones of
+    highest weight (a switchover through it swaps weights: operations/native_galera_switchover.py). Candidates tied at
+    the cut all count: the configuration alone does not say which of them Monitor takes."""
+    writer = (content.get("roles") or {}).get("writer")
+    manager = next(
+        (
+            g
+            for g in content.get("mysql_galera_hostgroups") or []
+            if int(g["writer_hostgroup"]) == writer and int(g.get("active", 1) or 0)
+        ),
+        None,
+    )
+    if manager is None:
+        return writers(content)
+    candidates = [
+        r for r in content.get(MYSQL_SERVERS.name) or [] if r["hostgroup_id"] == writer and r["status"] == "ONLINE"
+    ]
+    weights = sorted((int(r["weight"]) for r in candidates), reverse=True)
+    cut = weights[min(max(1, int(manager.get("max_writers") or 1)), len(weights)) - 1] if weights else 0
+    return sorted((r["hostname"], r["port"]) for r in candidates if int(r["weight"]) >= cut)
+
+
 @dataclass
 class OperationalChange:
     kind: str  # writer / drain / restore
@@ -439,10 +463,11 @@ class OperationalChange:
 
 def operational_changes(current: Mapping[str, Any], target: Mapping[str, Any]) -> list[OperationalChange]:
     """What `target` changes in the state operations own, against `current` (the latest version, which records
-    every switchover and drain, or what a node runs): servers entering or leaving the writer hostgroup as
-    ONLINE, and rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
+    every switchover and drain, or what a node runs): the writers it makes changing (chosen_writers: servers entering
+    or leaving the writer hostgroup as ONLINE; under ProxySQL's Galera manager, the candidates of highest weight), and
+    rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
     out: list[OperationalChange] = []
-    before, after = writers(current), writers(target)
+    before, after = chosen_writers(current), chosen_writers(target)
     if before != after:
         if before and after:
             text = f"moves the writer from {endpoints(before)} to {endpoints(after)}"

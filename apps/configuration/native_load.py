@@ -47,13 +47,21 @@ def _backend(key: Key) -> tuple[str, int]:
     return key[1], int(key[2])
 
 
-def placed_with_edits(placed: Mapping[Key, Row], before: Mapping[Key, Row], after: Mapping[Key, Row]) -> dict[Key, Row]:
+def placed_with_edits(
+    placed: Mapping[Key, Row],
+    before: Mapping[Key, Row],
+    after: Mapping[Key, Row],
+    entry: Mapping[int, int] | None = None,
+) -> dict[Key, Row]:
     """Monitor's placement (runtime rows {key: row} in the managed hostgroups) with the change set's edits: a backend
     whose configured rows the change set did not touch stays where Monitor put it, as it is; a touched backend keeps
     each hostgroup Monitor placed it in, with its configured row's columns after the edits (the same key's row, else
     its first), the status Monitor left unless the edit changed the configured one; a backend placed nowhere yet
-    (new) goes in as configured (Monitor moves it from there); one the edits removed from every managed hostgroup
-    goes. before / after: the configured rows {key: row} in the managed hostgroups before and after the edits."""
+    (new) goes in as configured, Monitor moving it from there, except that a row of it in a manager's writer hostgroup
+    goes to that manager's `entry` hostgroup ({writer: where a new backend enters}: loaded ONLINE in the writer
+    hostgroup it would take writes beside Monitor's writer until Monitor's next check); one the edits removed from
+    every managed hostgroup goes. before / after: the configured rows {key: row} in the managed hostgroups before and
+    after the edits."""
     touched = {
         _backend(k)
         for k in before.keys() | after.keys()
@@ -66,7 +74,10 @@ def placed_with_edits(placed: Mapping[Key, Row], before: Mapping[Key, Row], afte
         if not configured:
             continue
         if not where:
-            want.update(configured)
+            for (hostgroup, hostname, port), row in configured.items():
+                enters = (entry or {}).get(hostgroup, hostgroup)
+                if (enters, hostname, port) not in configured or enters == hostgroup:
+                    want[(enters, hostname, port)] = {**row, "hostgroup_id": enters}
             continue
         first = next(iter(configured.values()))
         for key, row in where.items():
@@ -97,11 +108,13 @@ def placement_load(
     memory_rows: Iterable[Row],
     runtime_rows: Iterable[Row],
     written: Mapping[tuple[int | str, str, int | str], Row | None],
+    entry: Mapping[int, int] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(forward, undo) to put in place of a change set's LOAD MYSQL SERVERS on a natively managed node: forward runs
     after the change set's own statements (memory then holds the configured rows with the edits), undo after theirs
     (memory back to the configured rows before). written: {key: row or None} the change set's mysql_servers rows
-    (None: deleted; its keys' numbers maybe strings)."""
+    (None: deleted; its keys' numbers maybe strings); entry: where a new backend of a writer hostgroup enters
+    (placed_with_edits)."""
 
     def mine(rows: Iterable[Row]) -> dict[Key, Row]:
         return {key(r): dict(r) for r in rows if int(r["hostgroup_id"]) in managed}
@@ -115,7 +128,7 @@ def placement_load(
             after.pop((int(hostgroup), hostname, int(port)), None)
         else:
             after[key(row)] = dict(row)
-    want = placed_with_edits(placed, before, after)
+    want = placed_with_edits(placed, before, after, entry)
     every = sorted(placed.keys() | before.keys() | after.keys() | want.keys())
     forward = rows_to(sql, after, want) + [sql.load("MYSQL SERVERS")] + rows_to(sql, want, after)
     undo = rows_to(sql, {}, placed, every) + [sql.load("MYSQL SERVERS")] + rows_to(sql, {}, before, every)

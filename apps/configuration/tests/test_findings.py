@@ -298,6 +298,40 @@ def test_operational_changes_between_two_configurations():
     ]
     writer_off = servers({(100, 1): {"status": "OFFLINE_HARD"}})
     assert {c.kind for c in C.operational_changes(BASE, writer_off)} == {"writer", "drain"}
+
+
+def test_under_the_galera_manager_the_writer_is_the_candidate_of_highest_weight():
+    """Issue 33: with mysql_galera_hostgroups active on the writer hostgroup, every configured row there is a candidate
+    and Monitor makes the writer of the highest weight. A new candidate of lower weight (a third Galera node, as an
+    operator adds one) moves no writer; a weight that puts another candidate first does (Monitor would move the
+    writer at its next check: a switchover's work); tied at the top, either may write, so a tie counts as a move."""
+
+    def galera(*weights, max_writers=1):
+        out = config([server(100, port, weight=w) for port, w in weights])
+        out["mysql_galera_hostgroups"] = [
+            {
+                "writer_hostgroup": 100,
+                "backup_writer_hostgroup": 102,
+                "reader_hostgroup": 101,
+                "offline_hostgroup": 9101,
+                "active": 1,
+                "max_writers": max_writers,
+            }
+        ]
+        return out
+
+    base = galera((1, 1000), (2, 900))
+    assert C.chosen_writers(base) == [("10.0.0.1", 1)]
+    assert C.operational_changes(base, galera((1, 1000), (2, 900), (3, 800))) == []
+    assert C.operational_changes(base, galera((1, 1000), (2, 700))) == []
+    assert [(c.kind, c.text) for c in C.operational_changes(base, galera((1, 1000), (2, 1100)))] == [
+        ("writer", "moves the writer from 10.0.0.1:1 to 10.0.0.1:2")
+    ]
+    assert [c.kind for c in C.operational_changes(base, galera((1, 1000), (2, 900), (3, 1000)))] == ["writer"]
+    assert C.chosen_writers(galera((1, 1000), (2, 900), (3, 800), max_writers=2)) == [("10.0.0.1", 1), ("10.0.0.1", 2)]
+    inactive = galera((1, 1000), (2, 900))
+    inactive["mysql_galera_hostgroups"][0]["active"] = 0  # no manager: every ONLINE row in 100 writes
+    assert C.chosen_writers(inactive) == [("10.0.0.1", 1), ("10.0.0.1", 2)]
     renumbered = C.apply_edits(
         BASE,
         [

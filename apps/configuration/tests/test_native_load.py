@@ -36,7 +36,7 @@ def test_an_untouched_backend_stays_where_monitor_put_it_and_an_edited_one_takes
     assert not [k for k, r in want.items() if k[0] == 10 and k[2] != 3322]  # no read_only server writing
 
 
-def test_a_status_edit_is_taken_a_new_backend_goes_in_as_configured_a_removed_one_goes():
+def test_a_status_edit_is_taken_a_new_backend_goes_in_as_configured_without_an_entry_a_removed_one_goes():
     after = {
         **CONFIGURED,
         (10, "127.0.0.1", 3321): row(10, 3321, status="OFFLINE_SOFT"),
@@ -90,3 +90,25 @@ def test_the_galera_managers_marks_are_loaded_as_marks_and_a_backup_writers_weig
     }
     assert {k[0]: r["weight"] for k, r in want.items() if k[2] == 3313} == {100: 700, 101: 700, 102: 700}
     assert {k[0]: r["weight"] for k, r in want.items() if k[2] == 3312} == {100: 900, 101: 900, 102: 900}
+
+
+def test_a_new_backend_of_a_writer_hostgroup_enters_where_the_manager_says():
+    """Loaded ONLINE in the writer hostgroup, a new backend would take writes beside Monitor's writer until Monitor's
+    next check (a read_only replica: 1290; a Galera node: two writers). It enters the manager's entry hostgroup (the
+    replication manager's readers here, the Galera manager's backup writers), a row configured there already kept as
+    it is; one of another hostgroup goes in as configured."""
+    after = {**CONFIGURED, (10, "127.0.0.1", 3324): row(10, 3324, weight=7)}
+    want = placed_with_edits(PLACED, CONFIGURED, after, entry={10: 20})
+    assert want == {**PLACED, (20, "127.0.0.1", 3324): row(20, 3324, weight=7)}
+    after = {
+        **CONFIGURED,
+        (10, "127.0.0.1", 3324): row(10, 3324, weight=7),
+        (20, "127.0.0.1", 3324): row(20, 3324, weight=9),
+        (30, "127.0.0.1", 3325): row(30, 3325),
+    }
+    want = placed_with_edits(PLACED, CONFIGURED, after, entry={10: 20})
+    assert want == {
+        **PLACED,
+        (20, "127.0.0.1", 3324): row(20, 3324, weight=9),
+        (30, "127.0.0.1", 3325): row(30, 3325),
+    }

@@ -345,6 +345,44 @@ def test_change_sets_load_monitors_placement_on_a_galera_managed_real_pair(
     )
 
 
+def check_a_new_backend_enters_as_a_backup_writer(nodes, user):
+    """Issue 33: a change set adds a third Galera node to writer hostgroup 100, as an operator configures one. Loaded
+    there ONLINE it would write beside Monitor's writer on every node until Monitor's next healthcheck (5 s): two
+    Galera nodes written at once, certification failures. It enters the manager's backup writer hostgroup (102)
+    instead, Monitor placing it from there at its next check; runtime, sampled all along, never holds another writer
+    than Monitor's; memory and disk end as configured, the new row in 100."""
+    gone = [
+        "DELETE FROM mysql_servers WHERE port=3313",
+        "LOAD MYSQL SERVERS TO RUNTIME",
+        "SAVE MYSQL SERVERS TO DISK",
+    ]
+    cluster = natively_managed(nodes, gone)
+    assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900)])] * 2
+    row = next(r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100 and r["port"] == 3312)
+    new = {"op": "upsert", "table": "mysql_servers", "row": {**row, "port": 3313, "weight": 800}}
+    seen = writers_seen(nodes, lambda: native.apply_edits(cluster, user, "a third Galera node", [new]))
+    assert seen == {(n, (3311,)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:  # Monitor's placement of the new node: a backup writer, marked in 100, reading
+        marked = {(100, 3313, "SHUNNED"), (101, 3313, "ONLINE"), (102, 3313, "ONLINE")}
+        assert wait_for(lambda: marked <= set(native.wait_placed(node, 3311)), 15), native.wait_placed(node, 3311)
+    assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900), (3313, 800)])] * 2
+    native.no_drift_anywhere(cluster)
+
+
+def test_a_new_backend_enters_as_a_backup_writer_on_a_galera_managed_double_pair(
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
+):
+    check_a_new_backend_enters_as_a_backup_writer(proxysql_double_factory(2), operator_user)
+
+
+def test_a_new_backend_enters_as_a_backup_writer_on_a_galera_managed_real_pair(
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
+):
+    check_a_new_backend_enters_as_a_backup_writer(
+        [real_proxysql_factory("2.7.1", name=f"galera-new-{n}") for n in (1, 2)], operator_user
+    )
+
+
 def test_a_change_set_rolled_back_loads_monitors_placement_back_on_a_galera_managed_double_pair(
     proxysql_double_factory, galera_healthy, live_redis, operator_user
 ):
