@@ -6,11 +6,13 @@ Reads wsrep status and variables, read_only and replica status; the few writes a
 
 import re
 from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Protocol
 
 from django.conf import settings
 
 from .credential_hosts import credentials_allowed
-from .wire import NotAllowed, Rejected, TimedConnection, UnexpectedResult
+from .wire import NotAllowed, Params, Rejected, Result, Row, TimedConnection, TLSOptions, UnexpectedResult, Value
 
 _STATUS_NAMES = (
     "wsrep_local_state",
@@ -63,16 +65,58 @@ class NodeState:
     cluster_state_uuid: str | None = None  # the same on every node of one Galera cluster
 
     @property
-    def synced_primary(self):
+    def synced_primary(self) -> bool:
         return self.local_state == 4 and self.cluster_status == "Primary" and bool(self.ready)
 
 
-def _int_or_none(value):
-    return None if value in (None, "") else int(value)
+ReplicaStatus = dict[str, Value]  # SHOW REPLICA STATUS: column -> value (names as the server says them)
 
 
-def _on(value):
+def _text(value: Value) -> str | None:
+    """A value read as text (SHOW's columns, a @@variable): bytes decoded, a number written out, NULL None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _int(value: Value) -> int:
+    """A value read as a whole number; ValueError for NULL, a date or a time (garbage, as a non-number is)."""
+    if value is None or isinstance(value, (date, timedelta)):
+        raise ValueError(f"not a number: {value!r}")
+    return int(value)
+
+
+def _int_or_none(value: Value) -> int | None:
+    return None if value in (None, "") else _int(value)
+
+
+def _on(value: Value) -> bool:
     return str(value).upper() in ("ON", "1", "TRUE", "YES")
+
+
+class ServerTarget(Protocol):
+    """A backend as for_server() reads it (fleet.Server: clients sit below fleet, so named by shape)."""
+
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def cluster(self) -> "MonitoredCluster": ...
+
+
+class MonitoredCluster(Protocol):
+    """The backend's cluster (fleet.Cluster): its monitor credentials, credential hosts and TLS."""
+
+    @property
+    def credential_hosts(self) -> str: ...
+    @property
+    def monitor_user(self) -> str: ...
+    @property
+    def monitor_password(self) -> str: ...
+    def client_tls(self) -> TLSOptions: ...
 
 
 class BackendClient:
@@ -80,17 +124,17 @@ class BackendClient:
 
     def __init__(
         self,
-        host,
-        port,
-        user,
-        password,
+        host: str,
+        port: int,
+        user: str,
+        password: str | None,
         *,
-        name=None,
-        connect_timeout=None,
-        read_timeout=None,
-        tls_ca=None,
-        tls_verify=True,
-    ):
+        name: str | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        tls_ca: str | None = None,
+        tls_verify: bool = True,
+    ) -> None:
         self.name = name or f"backend {host}:{port}"
         self.wire = TimedConnection(
             node=self.name,
@@ -105,7 +149,9 @@ class BackendClient:
         )
 
     @classmethod
-    def for_server(cls, server, **timeouts):
+    def for_server(
+        cls, server: ServerTarget, *, connect_timeout: float | None = None, read_timeout: float | None = None
+    ) -> "BackendClient":
         """Client for a fleet.Server with its cluster's monitor credentials; NotAllowed, before any connection, for
         a host outside the cluster's credential hosts (an empty setting allows the cluster's own backends, which
         every fleet.Server of it is: no query then)."""
@@ -121,30 +167,32 @@ class BackendClient:
             cluster.monitor_password,
             name=f"backend {server.hostname}:{server.port}",
             **cluster.client_tls(),
-            **timeouts,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
         )
 
-    def __enter__(self):
+    def __enter__(self) -> "BackendClient":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         self.wire.close()
 
-    def _pairs(self, sql, names, action):
+    def _pairs(self, sql: str, names: tuple[str, ...], action: str) -> dict[str, str | None]:
+        """{variable name in lower case: its value as text} of SHOW GLOBAL STATUS / VARIABLES."""
         placeholders = ",".join(["%s"] * len(names))
         result = self.wire.execute(f"{sql} WHERE Variable_name IN ({placeholders})", names, action=action)
-        return {str(k).lower(): v for k, v in result.rows}
+        return {str(_text(k)).lower(): _text(v) for k, v in result.rows}
 
-    def state(self):
+    def state(self) -> NodeState:
         status = self._pairs("SHOW GLOBAL STATUS", _STATUS_NAMES, "read wsrep status")
         variables = self._pairs("SHOW GLOBAL VARIABLES", _VARIABLE_NAMES, "read variables")
         try:
             wsrep_on = _on(variables.get("wsrep_on", "OFF")) and "wsrep_local_state" in status
             state = NodeState(
-                version=variables.get("version", ""),
+                version=variables.get("version") or "",
                 read_only=_on(variables.get("read_only", "OFF")),
                 wsrep_on=wsrep_on,
                 pxc_maint_mode=variables.get("pxc_maint_mode"),
@@ -156,7 +204,7 @@ class BackendClient:
                 read_only=state.read_only,
                 wsrep_on=True,
                 pxc_maint_mode=state.pxc_maint_mode,
-                local_state=int(status["wsrep_local_state"]),
+                local_state=_int(status["wsrep_local_state"]),
                 local_state_comment=status.get("wsrep_local_state_comment"),
                 cluster_status=status.get("wsrep_cluster_status"),
                 cluster_size=int(status.get("wsrep_cluster_size") or 0),
@@ -174,11 +222,11 @@ class BackendClient:
         except (KeyError, ValueError) as exc:
             raise UnexpectedResult(self.name, "read wsrep status", f"unreadable value: {exc}") from None
 
-    def ping(self):
+    def ping(self) -> None:
         """Open the connection now (and check it answers)."""
         self.wire.execute("SELECT 1", action="ping")
 
-    def last_committed(self):
+    def last_committed(self) -> int | None:
         """wsrep_last_committed alone (None when not a Galera node): the catch-up's probe, one light query."""
         value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_last_committed",), "read wsrep_last_committed").get(
             "wsrep_last_committed"
@@ -188,7 +236,7 @@ class BackendClient:
         except ValueError:
             raise UnexpectedResult(self.name, "read wsrep_last_committed", f"unreadable value {value!r}") from None
 
-    def view_addresses(self):
+    def view_addresses(self) -> list[str]:
         """The client addresses (host:port) of the members of this Galera node's current view
         (wsrep_incoming_addresses); [] on a node that is not a Galera node."""
         value = (
@@ -199,18 +247,18 @@ class BackendClient:
         )
         return [address.strip() for address in str(value).split(",") if address.strip()]
 
-    def can_reset_replica(self):
+    def can_reset_replica(self) -> bool:
         """Does this connection's user hold what RESET SLAVE ALL needs (RELOAD, or every privilege on *.*)? A move's
         rollback removes a new replica's channel with it."""
-        grants = [str(r[0]).upper() for r in self.wire.execute("SHOW GRANTS", action="read its grants").rows]
+        grants = [str(_text(r[0])).upper() for r in self.wire.execute("SHOW GRANTS", action="read its grants").rows]
         return any(
             g.startswith("GRANT ") and " ON *.* " in g and ("RELOAD" in g or "ALL PRIVILEGES" in g) for g in grants
         )
 
-    def read_only(self):
+    def read_only(self) -> bool:
         return _on(self.wire.execute("SELECT @@global.read_only", action="read read_only").rows[0][0])
 
-    def replica_status(self):
+    def replica_status(self) -> ReplicaStatus | None:
         """SHOW REPLICA STATUS as a dict, or None when the node is not a replica."""
         try:
             result = self.wire.execute("SHOW REPLICA STATUS", action="read replica status")
@@ -219,14 +267,14 @@ class BackendClient:
         rows = result.dicts()
         return rows[0] if rows else None
 
-    def set_read_only(self, on):
+    def set_read_only(self, on: bool) -> None:
         self.wire.execute("SET GLOBAL read_only=%s", ("ON" if on else "OFF",), action="set read_only")
 
     # -- async replication (MariaDB GTID) and group replication ---------------------------------
-    def gtid_binlog_pos(self):
-        return self.wire.execute("SELECT @@gtid_binlog_pos", action="read gtid_binlog_pos").rows[0][0] or ""
+    def gtid_binlog_pos(self) -> str:
+        return _text(self.wire.execute("SELECT @@gtid_binlog_pos", action="read gtid_binlog_pos").rows[0][0]) or ""
 
-    def wait_for_gtid(self, position, timeout_s):
+    def wait_for_gtid(self, position: str, timeout_s: float) -> bool:
         """MASTER_GTID_WAIT: True when this replica applied `position` within the timeout."""
         result = self.wire.execute(
             "SELECT MASTER_GTID_WAIT(%s, %s)",
@@ -236,12 +284,12 @@ class BackendClient:
         )
         return str(result.rows[0][0]) == "0"
 
-    def stop_replication(self, reset=False):
+    def stop_replication(self, reset: bool = False) -> None:
         self.wire.execute("STOP SLAVE", action="stop replication")
         if reset:
             self.wire.execute("RESET SLAVE ALL", action="reset replication")
 
-    def replicate_from(self, host, port, user, password):
+    def replicate_from(self, host: str, port: int, user: str, password: str) -> None:
         """Point this node at a new primary by GTID and start replicating."""
         self.wire.execute("STOP SLAVE", action="stop replication")
         self.wire.execute(
@@ -252,25 +300,28 @@ class BackendClient:
         )
         self.wire.execute("START SLAVE", action="start replication")
 
-    def take_own_binlog_as_replica_position(self):
+    def take_own_binlog_as_replica_position(self) -> None:
         """On a primary about to become a replica: start from what it wrote itself, not from an empty
         position (which would ask the new primary for its whole history)."""
         self.wire.execute("SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos", action="set gtid_slave_pos")
 
-    def server_uuid(self):
-        return self.wire.execute("SELECT @@server_uuid", action="read server_uuid").rows[0][0]
+    def server_uuid(self) -> str:
+        uuid = _text(self.wire.execute("SELECT @@server_uuid", action="read server_uuid").rows[0][0])
+        if not uuid:
+            raise UnexpectedResult(self.name, "read server_uuid", f"no server_uuid: {uuid!r}")
+        return uuid
 
-    def group_replication_set_as_primary(self, member_uuid):
+    def group_replication_set_as_primary(self, member_uuid: str) -> None:
         """MySQL 8 Group Replication: make `member_uuid` the primary (single-primary mode)."""
         self.wire.execute(
             "SELECT group_replication_set_as_primary(%s)", (member_uuid,), action="group_replication_set_as_primary"
         )
 
-    def set_wsrep_desync(self, on):
+    def set_wsrep_desync(self, on: bool) -> None:
         self.wire.execute("SET GLOBAL wsrep_desync=%s", ("ON" if on else "OFF",), action="set wsrep_desync")
 
     # -- disaster-recovery channels (apps/dr) -------------------------------------------------------
-    def channel(self, mysql=False):
+    def channel(self, mysql: bool = False) -> "ChannelRead":
         """The default replication connection as this node sees it, with its GTID positions (on MySQL, which has
         no gtid_slave_pos, both are its gtid_executed)."""
         status = self.replica_status() or {}
@@ -281,22 +332,26 @@ class BackendClient:
         )
         slave_pos, binlog_pos = self.wire.execute(read, action="read GTID positions").rows[0]
         behind = status.get("Seconds_Behind_Master")
+
+        def text(column: str) -> str:
+            return _text(status.get(column)) or ""
+
         return ChannelRead(
-            source_host=status.get("Master_Host") or "",
+            source_host=text("Master_Host"),
             source_port=_int_or_none(status.get("Master_Port")),
-            io_running=status.get("Slave_IO_Running") or "",
-            sql_running=status.get("Slave_SQL_Running") or "",
+            io_running=text("Slave_IO_Running"),
+            sql_running=text("Slave_SQL_Running"),
             seconds_behind=_int_or_none(behind),
             last_io_errno=_int_or_none(status.get("Last_IO_Errno")) or 0,
-            last_io_error=status.get("Last_IO_Error") or "",
+            last_io_error=text("Last_IO_Error"),
             last_sql_errno=_int_or_none(status.get("Last_SQL_Errno")) or 0,
-            last_sql_error=status.get("Last_SQL_Error") or "",
-            gtid_io_pos=status.get("Gtid_IO_Pos") or "",
-            gtid_slave_pos=slave_pos or "",
-            gtid_binlog_pos=binlog_pos or "",
+            last_sql_error=text("Last_SQL_Error"),
+            gtid_io_pos=text("Gtid_IO_Pos"),
+            gtid_slave_pos=_text(slave_pos) or "",
+            gtid_binlog_pos=_text(binlog_pos) or "",
         )
 
-    def native_sources(self, channel=""):
+    def native_sources(self, channel: str = "") -> tuple[bool, list[tuple[str, int, int]]]:
         """MySQL 8.0.22+: (SOURCE_CONNECTION_AUTO_FAILOVER on, [(host, port, weight)] of the channel's source list)."""
         rows = self.wire.execute(
             "SELECT HOST, PORT, WEIGHT FROM performance_schema.replication_asynchronous_connection_failover "
@@ -310,9 +365,9 @@ class BackendClient:
             (channel,),
             action="read source failover",
         ).rows
-        return bool(on and _on(str(on[0][0]))), [(h, int(p), int(w)) for h, p, w in rows]
+        return bool(on and _on(on[0][0])), [(_text(h) or "", _int(p), _int(w)) for h, p, w in rows]
 
-    def gtid_origin(self):
+    def gtid_origin(self) -> tuple[int, str]:
         """(the GTID domain this node's cluster writes in, its gtid_binlog_pos): wsrep_gtid_domain_id on a
         Galera node with wsrep_gtid_mode, else gtid_domain_id."""
         wsrep_on, gtid_mode, wsrep_domain, own_domain, binlog_pos = self.wire.execute(
@@ -321,9 +376,9 @@ class BackendClient:
             action="read GTID domain",
         ).rows[0]
         domain = wsrep_domain if _on(wsrep_on) and _on(gtid_mode) else own_domain
-        return int(domain), binlog_pos or ""
+        return _int(domain), _text(binlog_pos) or ""
 
-    def applied_position(self):
+    def applied_position(self) -> str:
         """gtid_binlog_pos once this Galera node has applied every write-set its cluster ordered before the
         read (wsrep_sync_wait=1 makes the SHOW wait causally): what the cluster as a whole has committed."""
         self.wire.execute("SET SESSION wsrep_sync_wait=1", action="causal read")
@@ -331,13 +386,13 @@ class BackendClient:
             rows = self.wire.execute("SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos'", action="read gtid_binlog_pos").rows
         finally:
             self.wire.execute("SET SESSION wsrep_sync_wait=0", action="causal read")
-        return (rows[0][1] if rows else "") or ""
+        return (_text(rows[0][1]) if rows else "") or ""
 
-    def render(self, sql, params=()):
+    def render(self, sql: str, params: Params = ()) -> str:
         """The exact text run() sends: what a plan shows for a backend statement."""
         return self.wire.render(sql, params)
 
-    def run(self, sql, *, action):
+    def run(self, sql: str, *, action: str) -> Result:
         """One statement of a stored plan, as rendered by render()."""
         return self.wire.execute(sql, action=action)
 
@@ -356,12 +411,12 @@ class BackendClient:
         }
     )
 
-    def write_privileges(self):
+    def write_privileges(self) -> list[str]:
         """The privileges of the connected user beyond reading (SHOW GRANTS), e.g. ["INSERT ON `shop`.*"]; a grant
         this cannot read (a role, PROXY) counts as one."""
         found = []
-        for (line,) in self.wire.execute("SHOW GRANTS", action="read grants").rows:
-            line = line.decode() if isinstance(line, bytes) else str(line)
+        for (value,) in self.wire.execute("SHOW GRANTS", action="read grants").rows:
+            line = value.decode() if isinstance(value, bytes) else str(value)
             match = re.match(r"GRANT (.+?) ON (\S+) TO ", line)
             if match is None:
                 found.append(line.split(" TO ")[0])
@@ -373,7 +428,7 @@ class BackendClient:
             ]
         return found
 
-    def explain(self, sql, schema, limit_s):
+    def explain(self, sql: str, schema: str, limit_s: float) -> tuple[list[str], list[Row]]:
         """EXPLAIN one SELECT in `schema` (its caller checked it is one statement, a SELECT), in a read-only transaction,
         cut by the server after `limit_s` seconds (MariaDB's max_statement_time) and by this client's read deadline
         one second later: (columns, rows)."""
@@ -410,5 +465,5 @@ class ChannelRead:
     gtid_binlog_pos: str
 
     @property
-    def running(self):
+    def running(self) -> bool:
         return self.io_running == "Yes" and self.sql_running == "Yes"

@@ -25,9 +25,13 @@ import socket
 import tempfile
 import threading
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
+from typing import ClassVar, TypedDict
 
 import MySQLdb
+from MySQLdb.connections import Connection
 
 # mysqlclient error codes that mean "we could not talk to it" rather than "it refused the statement".
 _UNREACHABLE_CODES = {2002, 2003, 2005, 2006, 2013, 2055}
@@ -37,7 +41,7 @@ ALLOWED_AUTH_PLUGINS = ("mysql_native_password", "client_ed25519")
 TLS_AUTH_PLUGINS = ALLOWED_AUTH_PLUGINS + ("mysql_clear_password", "caching_sha2_password", "sha256_password")
 
 
-def checked_option_file(path):
+def checked_option_file(path: Path) -> str:
     """`path` if it restricts both groups as ALLOWED_AUTH_PLUGINS and TLS_AUTH_PLUGINS say. Connector/C ignores a
     missing or unreadable option file, and the restriction with it, without a word: so this raises instead."""
     text = Path(path).read_text()
@@ -58,12 +62,12 @@ _TLS_DEMANDED_CODES = {3159, 1941}
 
 
 @functools.cache
-def _ca_folder():
+def _ca_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="controlplane-ca-"))  # private: mode 0700
 
 
 @functools.cache
-def ca_file(pem):
+def ca_file(pem: str) -> str:
     """A file holding this CA (Connector/C reads CAs from files): one per distinct CA."""
     path = _ca_folder() / f"{hashlib.sha256(pem.encode()).hexdigest()}.pem"
     path.write_text(pem)
@@ -89,9 +93,11 @@ class ClientError(Exception):
     will fail again until something is changed (wrong password, statement rejected, unexpected schema).
     """
 
-    kind = "error"
+    kind: ClassVar[str] = "error"
 
-    def __init__(self, node, action, message, *, retryable=False, code=None):
+    def __init__(
+        self, node: str, action: str, message: str, *, retryable: bool = False, code: int | None = None
+    ) -> None:
         self.node = node
         self.action = action
         self.message = message
@@ -138,20 +144,46 @@ class UnexpectedResult(ClientError):
     kind = "unexpected"
 
 
-def tcp_host(host):
+def tcp_host(host: str) -> str:
     """The host to dial. libmysqlclient takes `localhost` for its local Unix socket and ignores the port;
     every connection of this product goes over TCP to the port it was given, so `localhost` is 127.0.0.1."""
     return "127.0.0.1" if str(host).rstrip(".").lower() == "localhost" else host
 
 
+# One value of a row as mysqlclient's default conversions give it: a text column is str (bytes where the server sends
+# it binary), a number int, float or Decimal, a date or time its datetime type (the text when it is not a valid one),
+# NULL None. ProxySQL's admin sends every column as text (str | bytes | None: proxysql.AdminValue).
+Value = str | bytes | int | float | Decimal | datetime | date | timedelta | None
+Row = tuple[Value, ...]
+
+
+class TLSOptions(TypedDict):
+    """A cluster's TLS for the clients' connections (fleet.Cluster.client_tls(): TimedConnection's keywords)."""
+
+    tls_ca: str | None
+    tls_verify: bool
+
+
+# A statement's parameters, each rendered by the driver's escaping (literal()).
+Params = tuple[object, ...]
+
+
 @dataclass(frozen=True)
 class Result:
-    columns: list
-    rows: list  # list of tuples of str/None (or bytes where the server sends binary)
+    columns: list[str]
+    rows: list[Row]
     affected: int
 
-    def dicts(self):
+    def dicts(self) -> list[dict[str, Value]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass
+class _Attempt:
+    """What the connect thread made: the connection, or the error it met (None, None while it runs)."""
+
+    conn: Connection | None = None
+    error: BaseException | None = None
 
 
 class TimedConnection:
@@ -160,17 +192,17 @@ class TimedConnection:
     def __init__(
         self,
         *,
-        node,
-        host,
-        port,
-        user,
-        password,
-        connect_timeout,
-        read_timeout,
-        database=None,
-        tls_ca=None,
-        tls_verify=True,
-    ):
+        node: str,
+        host: str,
+        port: int,
+        user: str,
+        password: str | None,
+        connect_timeout: float,
+        read_timeout: float,
+        database: str | None = None,
+        tls_ca: str | None = None,
+        tls_verify: bool = True,
+    ) -> None:
         self.node = node
         self.tls_ca = tls_ca or None
         self.tls_verify = bool(tls_verify)  # with a CA: False takes TLS with any certificate (encrypted, not proved)
@@ -181,18 +213,18 @@ class TimedConnection:
         self.database = database
         self.connect_timeout = float(connect_timeout)
         self.read_timeout = float(read_timeout)
-        self._conn = None
+        self._conn: Connection | None = None
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self):
+    def connect(self) -> Connection:
         if self._conn is not None:
             return self._conn
         self._probe_tcp()
-        outcome = {}
+        outcome = _Attempt()
 
-        def attempt():
+        def attempt() -> None:
             try:
-                kwargs = dict(
+                kwargs: dict[str, object] = dict(
                     host=self.host,
                     port=self.port,
                     user=self.user,
@@ -212,21 +244,21 @@ class TimedConnection:
                     kwargs.update(AUTH_OPTIONS)
                 if self.database:
                     kwargs["db"] = self.database
-                outcome["conn"] = MySQLdb.connect(**kwargs)
+                outcome.conn = MySQLdb.connect(**kwargs)
             except MySQLdb.OperationalError as exc:
                 if exc.args and exc.args[0] == _PLUGIN_NOT_ALLOWED:
                     # Only the code is read: after an AuthSwitchRequest Connector/C's message is not text, and
                     # mysqlclient then leaves a NULL in args that crashes the process when it is read.
-                    outcome["error"] = AuthFailed(
+                    outcome.error = AuthFailed(
                         self.node,
                         "connect",
                         PLUGIN_REFUSED_TLS if self.tls_ca and self.tls_verify else PLUGIN_REFUSED,
                         code=_PLUGIN_NOT_ALLOWED,
                     )
                 else:
-                    outcome["error"] = exc
+                    outcome.error = exc
             except BaseException as exc:  # handed to the caller's thread below
-                outcome["error"] = exc
+                outcome.error = exc
 
         worker = threading.Thread(target=attempt, name=f"connect {self.node}", daemon=True)
         worker.start()
@@ -235,14 +267,14 @@ class TimedConnection:
             # The thread ends by itself within mysqlclient's whole-second backstop; close what it made.
             threading.Thread(target=self._close_late, args=(worker, outcome), daemon=True).start()
             raise Timeout(self.node, "connect", f"no handshake within {self.connect_timeout:g}s", retryable=True)
-        if isinstance(outcome.get("error"), ClientError):
-            raise outcome["error"]
-        if "error" in outcome:
-            raise self._translate(outcome["error"], "connect")
-        self._conn = outcome["conn"]
+        if isinstance(outcome.error, ClientError):
+            raise outcome.error
+        if outcome.error is not None:
+            raise self._translate(outcome.error, "connect")
+        self._conn = outcome.conn
         return self._conn
 
-    def _probe_tcp(self):
+    def _probe_tcp(self) -> None:
         """Fail fast (refused, no route, filtered) before the handshake, within the connect timeout."""
         try:
             with socket.create_connection((self.host, self.port), timeout=self.connect_timeout):
@@ -257,16 +289,16 @@ class TimedConnection:
             ) from None
 
     @staticmethod
-    def _close_late(worker, outcome):
+    def _close_late(worker: threading.Thread, outcome: _Attempt) -> None:
         worker.join()
-        conn = outcome.get("conn")
+        conn = outcome.conn
         if conn is not None:
             try:
                 conn.close()
             except MySQLdb.Error:
                 pass
 
-    def close(self):
+    def close(self) -> None:
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -275,20 +307,22 @@ class TimedConnection:
             self._conn = None
 
     # -- statements --------------------------------------------------------------------------
-    def literal(self, value):
+    def literal(self, value: object) -> str:
         """The driver's escaping of one value, as the connected server wants it (e.g. SQLite-style
         quote doubling on ProxySQL's admin, which announces NO_BACKSLASH_ESCAPES)."""
         conn = self.connect()
         out = conn.literal(value)
         return out.decode("utf-8") if isinstance(out, bytes) else out
 
-    def render(self, sql, params=()):
+    def render(self, sql: str, params: Params = ()) -> str:
         """SQL with %s placeholders filled in by the driver's escaping; never by string formatting."""
         if not params:
             return sql
         return sql % tuple(self.literal(p) for p in params)
 
-    def execute(self, sql, params=(), *, action=None, timeout=None):
+    def execute(
+        self, sql: str, params: Params = (), *, action: str | None = None, timeout: float | None = None
+    ) -> Result:
         action = action or sql.split(None, 1)[0].upper()
         statement = self.render(sql, params)
         conn = self.connect()
@@ -313,7 +347,7 @@ class TimedConnection:
                 self.close()
             raise error from None
 
-    def _translate(self, exc, action):
+    def _translate(self, exc: BaseException, action: str) -> ClientError:
         code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if code in _UNREACHABLE_CODES:

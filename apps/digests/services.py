@@ -176,9 +176,10 @@ def _baseline(
 def _stats(admin: ProxySQLAdmin) -> tuple[dict[str, Any], int]:
     """(stats_mysql_global, ProxySQL_Uptime or -1 when not told: rely on the per-row checks alone)."""
     stats = admin.stats_global()
+    uptime = stats.get("ProxySQL_Uptime")
     try:
-        return stats, int(stats.get("ProxySQL_Uptime"))
-    except (TypeError, ValueError):
+        return stats, int(uptime) if uptime is not None else -1
+    except ValueError:
         return stats, -1
 
 

@@ -6,13 +6,14 @@ maintenance in the inventory. Restore puts back the statuses the inventory held 
 switchover's backend guards: Galera Synced, Primary, ready, receive queue; async replication running, lag).
 """
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from apps.clients.backend import BackendClient
-from apps.clients.proxysql import node_admin
+from apps.clients.backend import BackendClient, NodeState
+from apps.clients.proxysql import ServerRow, node_admin
 from apps.clients.wire import ClientError
 from apps.fleet.choices import ClusterKind
-from apps.fleet.models import HostgroupMembership
+from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.plans.vocabulary import (
     DRAIN_POLL_MS,
     INVENTORY,
@@ -29,12 +30,34 @@ from apps.plans.vocabulary import (
 from . import pending_rows, shared
 from .choices import OnDrainTimeout, OperationKind, OperationState
 from .locks import current_holder
-from .switchover import _row, backend_guards, current_writer, pinned_sessions, read_replica
+from .switchover import Part, Session, _row, backend_guards, current_writer, pinned_sessions, read_replica
+
+RowKey = list[int | str]  # [hostgroup, host, port]: one of the server's rows, as the wait_drain step takes it
+Expected = list[int | str]  # [hostgroup, host, port, status]: a row as the verify step expects it
 
 
-def _read_nodes(cluster, server, build):
-    """Per node: build(sql, rows_of_server) -> statements; plus unreachable nodes and pinned sessions."""
-    per_node, unreachable, pinned = {}, [], {}
+@dataclass
+class ServerStatements:
+    """One node's statements for the server's rows there: the node's name, each step's part (drain, offline_hard,
+    save; restore, save), the rows the verify expects and, for a drain, the rows the wait watches."""
+
+    name: str
+    parts: dict[str, Part]
+    expect: list[Expected]
+    targets: list[RowKey] = field(default_factory=list)
+
+
+# build(node name, sql, the server's rows on that node): that node's statements
+Build = Callable[[str, Sql, list[ServerRow]], ServerStatements]
+
+
+def _read_nodes(
+    cluster: Cluster, server: Server, build: Build
+) -> tuple[dict[int, ServerStatements], list[str], dict[str, list[Session]]]:
+    """Per node: build(name, sql, rows_of_server) -> statements; plus unreachable nodes and pinned sessions."""
+    per_node: dict[int, ServerStatements] = {}
+    unreachable: list[str] = []
+    pinned: dict[str, list[Session]] = {}
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
     others = {node.pk: shared.other_hostgroups(node) for node in nodes}  # a shared ProxySQL's other clusters
     for node in nodes:
@@ -46,7 +69,7 @@ def _read_nodes(cluster, server, build):
                     if (r.hostname, r.port) == (server.hostname, server.port) and r.hostgroup_id not in others[node.pk]
                 ]
                 processlist = admin.processlist()
-                per_node[node.pk] = {"name": node.name, **build(Sql(admin), rows)}
+                per_node[node.pk] = build(node.name, Sql(admin), rows)
                 pinned[node.name] = [
                     s for r in rows for s in pinned_sessions(processlist, r.hostgroup_id, r.hostname, r.port)
                 ]
@@ -55,23 +78,26 @@ def _read_nodes(cluster, server, build):
     return per_node, unreachable, pinned
 
 
-def _drain_build(sql, rows):
+def _drain_build(name: str, sql: Sql, rows: list[ServerRow]) -> ServerStatements:
     """A drain's statements on one node, for the server's rows there."""
-    return {
-        "drain": {
-            "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows]
-            + [sql.LOAD_SERVERS],
-            "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+    return ServerStatements(
+        name,
+        {
+            "drain": {
+                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT") for r in rows]
+                + [sql.LOAD_SERVERS],
+                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+            },
+            "offline_hard": {
+                "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows]
+                + [sql.LOAD_SERVERS],
+                "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
+            },
+            "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
         },
-        "offline_hard": {
-            "sql": [sql.set_status(r.hostgroup_id, r.hostname, r.port, "OFFLINE_HARD") for r in rows]
-            + [sql.LOAD_SERVERS],
-            "rollback": [sql.replace_server(_row(r)) for r in rows] + [sql.LOAD_SERVERS],
-        },
-        "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
-        "expect": [[r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT"] for r in rows],
-        "targets": [[r.hostgroup_id, r.hostname, r.port] for r in rows],
-    }
+        [[r.hostgroup_id, r.hostname, r.port, "OFFLINE_SOFT"] for r in rows],
+        [[r.hostgroup_id, r.hostname, r.port] for r in rows],
+    )
 
 
 @dataclass
@@ -80,17 +106,17 @@ class DrainRead:
     (per_node), the nodes that did not answer, the sessions on the server; then the inventory (its memberships, the
     cluster's writers in service, its readers left besides it) and the cluster's lock and pending rows."""
 
-    per_node: dict
-    unreachable: list
-    pinned: dict
-    memberships: list
-    writers: list
+    per_node: dict[int, ServerStatements]  # node pk -> its statements
+    unreachable: list[str]  # "name: why"
+    pinned: dict[str, list[Session]]  # node name -> the sessions pinned to the server there
+    memberships: list[HostgroupMembership]
+    writers: list[int]  # the pks of the servers writing now (in service)
     readers_left: int
     holder: str | None
     pending: Guard
 
 
-def read_drain(server):
+def read_drain(server: Server) -> DrainRead:
     cluster = server.cluster
     per_node, unreachable, pinned = _read_nodes(cluster, server, _drain_build)
     in_service = HostgroupMembership.objects.filter(server__cluster=cluster, status="ONLINE", server__maintenance=False)
@@ -106,7 +132,9 @@ def read_drain(server):
     )
 
 
-def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLBACK, note=""):
+def plan_drain(
+    server: Server, *, drain_timeout_ms: int | None = None, on_timeout: str = OnDrainTimeout.ROLLBACK, note: str = ""
+) -> Plan:
     """The drain of one backend: read (read_drain), then judged (drain_guards) and built (drain_steps) from the read
     alone."""
     cluster = server.cluster
@@ -132,7 +160,7 @@ def plan_drain(server, *, drain_timeout_ms=None, on_timeout=OnDrainTimeout.ROLLB
     )
 
 
-def drain_guards(server, read, timeout):
+def drain_guards(server: Server, read: DrainRead, timeout: int) -> list[Guard]:
     cluster = server.cluster
     only_writer = read.writers == [server.pk]
     return [
@@ -172,12 +200,13 @@ def drain_guards(server, read, timeout):
     ]
 
 
-def _per_node(read, part):
-    return {str(pk): {"name": v["name"], **v[part]} for pk, v in read.per_node.items()}
+def _per_node(read: "DrainRead | RestoreRead", part: str) -> dict[str, dict[str, object]]:
+    """A step's params: per node (its pk) its name and its part of the step (sql, rollback)."""
+    return {str(pk): {"name": v.name, **v.parts[part]} for pk, v in read.per_node.items()}
 
 
-def drain_steps(server, read, timeout, on_timeout, note):
-    targets = sorted({tuple(t) for v in read.per_node.values() for t in v["targets"]})
+def drain_steps(server: Server, read: DrainRead, timeout: int, on_timeout: str, note: str) -> list[Step]:
+    targets = sorted({tuple(t) for v in read.per_node.values() for t in v.targets})
     return [
         Step("drain", f"{server} to OFFLINE_SOFT in every hostgroup", PROXYSQL, _per_node(read, "drain")),
         Step(
@@ -197,7 +226,7 @@ def drain_steps(server, read, timeout, on_timeout, note):
             "Verify every node's runtime",
             VERIFY,
             params={
-                "expect": {str(pk): v["expect"] for pk, v in read.per_node.items()},
+                "expect": {str(pk): v.expect for pk, v in read.per_node.items()},
                 "allow_offline_hard": on_timeout == OnDrainTimeout.OFFLINE_HARD,
             },
         ),
@@ -228,19 +257,19 @@ class RestoreRead:
     memberships (intended), per node the server's rows and the restore's statements, the nodes that did not answer,
     the backend's own guards (backend: they read the backend), the cluster's lock and pending rows."""
 
-    before: dict
-    intended: dict
-    per_node: dict
-    unreachable: list
-    backend: list
+    before: dict[int, str]  # hostgroup -> the server's status there before the drain
+    intended: dict[int, HostgroupMembership]  # hostgroup -> the server's membership
+    per_node: dict[int, ServerStatements]
+    unreachable: list[str]
+    backend: list[Guard]
     holder: str | None
     pending: Guard
 
 
-def read_restore(server):
+def read_restore(server: Server) -> RestoreRead:
     cluster = server.cluster
     intended = {m.hostgroup_id: m for m in HostgroupMembership.objects.filter(server=server)}
-    before = {}
+    before: dict[int, str] = {}
     last_drain = (
         cluster.operations.filter(kind=OperationKind.DRAIN, state=OperationState.DONE, plan__options__server=server.pk)
         .order_by("-id")
@@ -250,18 +279,23 @@ def read_restore(server):
         step = next((s for s in last_drain.plan["steps"] if s["key"] == "inventory"), None)
         before = {int(k): v for k, v in (step or {}).get("params", {}).get("statuses", {}).items()}
 
-    def build(sql, rows):
-        forward, undo, expect = [], [], []
+    def build(name: str, sql: Sql, rows: list[ServerRow]) -> ServerStatements:
+        forward: list[str] = []
+        undo: list[str] = []
+        expect: list[Expected] = []
         for r in rows:
             status = before.get(r.hostgroup_id, "ONLINE")
             forward.append(sql.set_status(r.hostgroup_id, r.hostname, r.port, status))
             undo.append(sql.replace_server(_row(r)))
             expect.append([r.hostgroup_id, r.hostname, r.port, status])
-        return {
-            "restore": {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]},
-            "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
-            "expect": expect,
-        }
+        return ServerStatements(
+            name,
+            {
+                "restore": {"sql": forward + [sql.LOAD_SERVERS], "rollback": undo + [sql.LOAD_SERVERS]},
+                "save": {"sql": [sql.SAVE_SERVERS], "rollback": []},
+            },
+            expect,
+        )
 
     per_node, unreachable, _ = _read_nodes(cluster, server, build)
     return RestoreRead(
@@ -275,7 +309,7 @@ def read_restore(server):
     )
 
 
-def plan_restore(server):
+def plan_restore(server: Server) -> Plan:
     """Back from maintenance: the statuses the inventory held before the drain, on every node. Read (read_restore),
     then judged and built from the read alone."""
     cluster = server.cluster
@@ -305,7 +339,7 @@ def plan_restore(server):
             "verify",
             "Verify every node's runtime",
             VERIFY,
-            params={"expect": {str(pk): v["expect"] for pk, v in read.per_node.items()}},
+            params={"expect": {str(pk): v.expect for pk, v in read.per_node.items()}},
         ),
         Step(
             "save",
@@ -338,9 +372,10 @@ def plan_restore(server):
     )
 
 
-def _backend_guards(cluster, server, intended):
+def _backend_guards(cluster: Cluster, server: Server, intended: dict[int, HostgroupMembership]) -> list[Guard]:
     """Can the server serve again? An async replica is also checked to replicate from the current writer;
     the async writer itself (back in the writer hostgroup) has no replication to check."""
+    state: NodeState | ClientError
     try:
         with BackendClient.for_server(server) as client:
             state = client.state()

@@ -30,7 +30,7 @@ from .choices import OnDrainTimeout
 from .native_switchover import (
     Judgement,
     NativeRead,
-    NodeStatements,
+    NativeNodeStatements,
     Rows,
     Variables,
     Weights,
@@ -95,7 +95,7 @@ def read_galera_switchover(cluster: Cluster, B: Server) -> GaleraRead:
         memory: list[ServerRow],
         variables: Variables,
         A: Server | None,
-    ) -> tuple[GaleraHostgroups | None, NodeStatements | None]:
+    ) -> tuple[GaleraHostgroups | None, NativeNodeStatements | None]:
         row = next((g for g in admin.galera_hostgroups() if g.active and g.writer_hostgroup == W), None)
         statements = None
         if A is not None and row is not None:
@@ -276,7 +276,7 @@ def _node_statements(
     runtime: list[ServerRow],
     memory: list[ServerRow],
     variables: Variables,
-) -> NodeStatements:
+) -> NativeNodeStatements:
     """One node's statements. `placed`: Monitor's placement (its SHUNNED marks in the writer hostgroup left out: a
     backend loaded ONLINE there would write until the next check); every row of A and B in it carries the other's
     weight, as Monitor copies each backend's configured writer row."""
@@ -325,7 +325,7 @@ def _node_statements(
     off, on = sql.set_galera_active(W, False), sql.set_galera_active(W, True)
     back = [on] + _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, (W, *a): {**drained[(W, *a)], "status": "OFFLINE_HARD"}} if (W, *a) in drained else drained
-    return NodeStatements(
+    return NativeNodeStatements(
         {
             **autoinc_parts(sql, variables),
             "drain": {"sql": [off] + _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},

@@ -97,8 +97,9 @@ class Weights:
 
 
 @dataclass
-class NodeStatements:
-    """One node's statements, planned from its read: each step's part (drain, offline_hard, memory_back,
+class NativeNodeStatements:
+    """One node's statements in a switchover through ProxySQL's own manager (switchover.py's NodeStatements is the
+    product's own switchover's), planned from its read: each step's part (drain, offline_hard, memory_back,
     autoinc_off, autoinc_restore; the Galera manager's move), the rows its memory ends with ([hostgroup, host, port,
     columns]: the verify's) and, with the Galera manager, the weights swapped."""
 
@@ -151,7 +152,7 @@ def read_replication_switchover(cluster: Cluster, B: Server) -> "NativeRead[list
         memory: list[ServerRow],
         variables: Variables,
         A: Server | None,
-    ) -> tuple[list[ReplicationHostgroups], NodeStatements | None]:
+    ) -> tuple[list[ReplicationHostgroups], NativeNodeStatements | None]:
         statements = _node_statements(Sql(admin), managed, W, R, A, runtime, memory, variables) if A else None
         return admin.replication_hostgroups(), statements
 
@@ -356,7 +357,7 @@ class NativeNode(Generic[Own]):
     variables: Variables
     sessions: list[dict[str, Any]]  # pinned_sessions(): processlist rows with the reasons each is pinned
     own: Own
-    statements: NodeStatements | None
+    statements: NativeNodeStatements | None
 
 
 @dataclass
@@ -388,7 +389,7 @@ def read_native_nodes(
     writer_status: Callable[[str], str],
     more: Callable[
         [ProxySQLNode, ProxySQLAdmin, list[ServerRow], list[ServerRow], Variables, Server | None],
-        tuple[Own, NodeStatements | None],
+        tuple[Own, NativeNodeStatements | None],
     ],
 ) -> NativeRead[Own]:
     """Read every node once (at an operation's start, through the executor's open connection), then the cluster: the
@@ -683,7 +684,7 @@ def _node_statements(
     runtime: list[ServerRow],
     memory: list[ServerRow],
     variables: Variables,
-) -> NodeStatements:
+) -> NativeNodeStatements:
     """One node's statements. Memory takes Monitor's placement (runtime) with A OFFLINE_SOFT in the writer hostgroup
     and reading in the reader one, so the drain's LOAD moves no server (a LOAD starts Monitor again from the loaded
     rows); once Monitor has moved the writer, memory goes back to the configured rows without a LOAD."""
@@ -701,7 +702,7 @@ def _node_statements(
     # The way back whatever a node ran of it: every row written, the placement loaded, then memory as configured.
     back = _every_row(sql, every, placed) + [sql.LOAD_SERVERS] + _every_row(sql, every, configured_rows)
     hard = {**drained, a_key: {**drained[a_key], "status": "OFFLINE_HARD"}} if a_key in drained else drained
-    return NodeStatements(
+    return NativeNodeStatements(
         {
             **autoinc_parts(sql, variables),
             "drain": {"sql": _changes(sql, configured_rows, drained) + [sql.LOAD_SERVERS], "rollback": back},

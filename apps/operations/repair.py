@@ -16,13 +16,16 @@ behind the others), or every node agrees that a server is drained (or in service
 the repair is refused and says what fits instead (operational_differences).
 """
 
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
-from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, ServerRow, configured, on_each_node
 from apps.configuration import content as C
-from apps.configuration.services import versioned_variables
+from apps.configuration.services import ServerKey, versioned_variables
 from apps.fleet import native
 from apps.fleet.drift import MANAGED_VARIABLES, intended_rows
+from apps.fleet.models import Cluster, ProxySQLNode
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step, no_other_operation
 
 from . import pending_rows, shared
@@ -30,17 +33,21 @@ from .choices import OperationKind
 from .locks import current_holder
 from .switchover import _row, unloaded_edits
 
+Fields = dict[str, int | str | None]  # a mysql_servers row's configured columns (SERVER_FIELDS), as configured() gives
+Rows = dict[ServerKey, Fields]  # (hostgroup, host, port) -> its configured columns
+V = TypeVar("V")
 
-def _intended_row(key, fields):
+
+def _intended_row(key: ServerKey, fields: Mapping[str, object]) -> dict[str, object]:
     return {"hostgroup_id": key[0], "hostname": key[1], "port": key[2], **{f: fields[f] for f in SERVER_FIELDS}}
 
 
 LAYERS = ("runtime", "memory", "disk")
 
 
-def _by_value(layers, want):
+def _by_value(layers: Iterable[tuple[str, V]], want: V) -> list[tuple[V, list[str]]]:
     """[(value, [layer names])]: the layers whose value differs from `want`, grouped by what they hold."""
-    groups = []
+    groups: list[tuple[V, list[str]]] = []
     for name, have in layers:
         if have != want:
             group = next((g for g in groups if g[0] == have), None)
@@ -51,19 +58,19 @@ def _by_value(layers, want):
     return groups
 
 
-def _row_change(have, want):
-    """How a layer's row differs from the intended one."""
-    if want is None:
-        return f"{have['status']}, not in the inventory"
+def _row_change(have: Fields | None, want: Fields | None) -> str:
+    """How a layer's row differs from the intended one (they differ: not both None)."""
     if have is None:
         return "missing"
+    if want is None:
+        return f"{have['status']}, not in the inventory"
     return ", ".join(f"{f} {have[f]!r} → {want[f]!r}" for f in SERVER_FIELDS if have[f] != want[f])
 
 
-def _after_restart(key, have, want, writer_hostgroup):
+def _after_restart(key: ServerKey, have: Fields | None, want: Fields | None, writer_hostgroup: int) -> str:
     """What a restart (it loads disk) would do with writes, when the disk's row differs from intent."""
 
-    def online(row):
+    def online(row: Fields | None) -> bool:
         return row is not None and row["status"] == "ONLINE"
 
     if key[0] != writer_hostgroup or online(have) == online(want):
@@ -71,7 +78,7 @@ def _after_restart(key, have, want, writer_hostgroup):
     return f": a restart would {'send' if online(have) else 'not send'} writes to {key[1]}:{key[2]}"
 
 
-def managers_view(rows, intended, managed):
+def managers_view(rows: Rows, intended: Mapping[ServerKey, Fields], managed: Collection[int]) -> Rows:
     """{key: configured fields} of a runtime with ProxySQL's own manager's placement in `managed` folded back to the
     inventory's rows (fleet/native.py): where Monitor put the servers is no change for a repair to make."""
     if not managed:
@@ -85,41 +92,86 @@ def managers_view(rows, intended, managed):
     return {(r["hostgroup_id"], r["hostname"], r["port"]): {f: r[f] for f in SERVER_FIELDS} for r in folded}
 
 
-def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=()):
+@dataclass
+class NodeLayers:
+    """What a repair reads of one node: its mysql_servers in each layer, the managed variables in each layer
+    ({name: value}) and their intent from the version ({name: (value or None when not known, source)})."""
+
+    runtime: list[ServerRow]
+    memory: list[ServerRow]
+    disk: list[ServerRow]
+    variables: dict[str, str]  # runtime
+    memory_variables: dict[str, str]
+    disk_variables: dict[str, str]
+    intended_variables: dict[str, tuple[str | None, str]]
+
+
+@dataclass
+class NodeRepair:
+    """One node's repair: the statements that bring its memory and runtime to the intent and their way back, the
+    SAVEs (disk), per row or variable which layers differ and how (changes), the variables whose intent is not known,
+    the unloaded edits outside the cluster's hostgroups; and, once read_repair() names them, the node's name and the
+    variables the verify expects."""
+
+    sql: list[str]
+    rollback: list[str]
+    save: list[str]
+    changes: list[str]
+    unknown: list[str]
+    edits_elsewhere: list[str]
+    name: str = ""
+    expect_variables: dict[str, str] = field(default_factory=dict)
+
+
+def node_statements(
+    sql: Sql,
+    intended: Rows,
+    hostgroups: Collection[int],
+    read: NodeLayers,
+    writer_hostgroup: int,
+    managed: Collection[int] = (),
+) -> NodeRepair:
     """Statements that bring one node's memory, runtime and disk to the inventory's intent, from what it holds
     now (`read`); `changes` says, per row or variable, which layers differ and how. `managed`: the hostgroups
     ProxySQL's own manager places (Cluster.managed_hostgroups())."""
-    runtime = {r.key: r for r in read["runtime"] if r.hostgroup_id in hostgroups}
+    runtime = {r.key: r for r in read.runtime if r.hostgroup_id in hostgroups}
     layers = {
         "runtime": managers_view({k: configured(r) for k, r in runtime.items()}, intended, managed),
-        "memory": {r.key: configured(r) for r in read["memory"] if r.hostgroup_id in hostgroups},
-        "disk": {r.key: configured(r) for r in read["disk"] if r.hostgroup_id in hostgroups},
+        "memory": {r.key: configured(r) for r in read.memory if r.hostgroup_id in hostgroups},
+        "disk": {r.key: configured(r) for r in read.disk if r.hostgroup_id in hostgroups},
     }
-    rows, rows_undo, changes, save = [], [], [], []
-    for key in sorted(set().union(intended, *layers.values())):
+    rows: list[str] = []
+    rows_undo: list[str] = []
+    changes: list[str] = []
+    save: list[str] = []
+    keys: set[ServerKey] = set().union(intended, *layers.values())
+    for key in sorted(keys):
         want = intended.get(key)
         differing = _by_value([(name, layers[name].get(key)) for name in LAYERS], want)
         if not differing:
             continue
         where = f"hg {key[0]} {key[1]}:{key[2]}"
-        for have, names in differing:
-            after = _after_restart(key, have, want, writer_hostgroup) if "disk" in names else ""
-            changes.append(f"{' and '.join(names)}: {where}: {_row_change(have, want)}{after}")
+        for held, names in differing:
+            after = _after_restart(key, held, want, writer_hostgroup) if "disk" in names else ""
+            changes.append(f"{' and '.join(names)}: {where}: {_row_change(held, want)}{after}")
         if want == layers["runtime"].get(key) and want == layers["memory"].get(key):
             continue  # the disk alone differs: the SAVE puts it right
         rows.append(sql.delete_server(*key) if want is None else sql.replace_server(_intended_row(key, want)))
         rows_undo.append(sql.replace_server(_row(runtime[key])) if key in runtime else sql.delete_server(*key))
     disk_rows = layers["disk"] != intended
-    variables, variables_undo, unknown, disk_variables = [], [], [], False
-    for name, (value, source) in read["intended_variables"].items():
+    variables: list[str] = []
+    variables_undo: list[str] = []
+    unknown: list[str] = []
+    disk_variables = False
+    for name, (value, source) in read.intended_variables.items():
         if value is None:
             unknown.append(name)
             continue
-        have = read["variables"].get(name)
+        have = read.variables.get(name)
         values = {
             "runtime": have,
-            "memory": read["memory_variables"].get(name),
-            "disk": read["disk_variables"].get(name),
+            "memory": read.memory_variables.get(name),
+            "disk": read.disk_variables.get(name),
         }
         for was, names in _by_value([(layer, values[layer]) for layer in LAYERS], value):
             changes.append(f"{' and '.join(names)}: {name}: {was} → {value} ({source})")
@@ -129,7 +181,8 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=(
         variables.append(sql.set_variable(name, value))
         if have is not None:
             variables_undo.append(sql.set_variable(name, have))
-    forward, undo = [], []
+    forward: list[str] = []
+    undo: list[str] = []
     if rows:
         forward += rows + [sql.LOAD_SERVERS]
         undo += rows_undo + [sql.LOAD_SERVERS]
@@ -141,41 +194,36 @@ def node_statements(sql, intended, hostgroups, read, writer_hostgroup, managed=(
     if variables or disk_variables:
         save.append(sql.SAVE_VARIABLES)
 
-    def outside(rows):
+    def outside(rows: list[ServerRow]) -> list[ServerRow]:
         return [r for r in rows if r.hostgroup_id not in hostgroups]
 
-    elsewhere = sorted(unloaded_edits(outside(read["runtime"]), outside(read["memory"])))
-    return {
-        "sql": forward,
-        "rollback": undo,
-        "save": save,
-        "changes": changes,
-        "unknown": unknown,
-        "edits_elsewhere": [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere],
-    }
+    elsewhere = sorted(unloaded_edits(outside(read.runtime), outside(read.memory)))
+    return NodeRepair(forward, undo, save, changes, unknown, [f"hg {k[0]} {k[1]}:{k[2]}" for k in elsewhere])
 
 
 OFFLINE = ("OFFLINE_SOFT", "OFFLINE_HARD")
 
 
-def _writers(rows, writer_hostgroup):
+def _writers(rows: Mapping[ServerKey, Fields], writer_hostgroup: int) -> list[tuple[str, int]]:
     return sorted(
         (k[1], k[2]) for k, fields in rows.items() if k[0] == writer_hostgroup and fields["status"] == "ONLINE"
     )
 
 
-def _drained(rows):
+def _drained(rows: Mapping[ServerKey, Fields]) -> dict[tuple[str, int], bool]:
     """{(host, port): True when every row of that server is OFFLINE_SOFT/HARD (drained as a drain leaves it)}."""
-    out = {}
+    out: dict[tuple[str, int], bool] = {}
     for (_, host, port), fields in rows.items():
         out[(host, port)] = out.get((host, port), True) and fields["status"] in OFFLINE
     return out
 
 
-def operational_differences(intended, runtimes, selected, writer_hostgroup):
+def operational_differences(
+    intended: Rows, runtimes: Mapping[str, Rows], selected: Sequence[str], writer_hostgroup: int
+) -> list[str]:
     """What a repair of the `selected` node names would change that operations own: [sentence]. `runtimes`: every
     answering node's runtime rows in the cluster's hostgroups ({name: {key: fields}}). Pure."""
-    problems = []
+    problems: list[str] = []
     want = _writers(intended, writer_hostgroup)
     running = {name: _writers(rows, writer_hostgroup) for name, rows in runtimes.items()}
     if want not in running.values():  # no node writes where the inventory says: the repair would move writes
@@ -198,7 +246,7 @@ def operational_differences(intended, runtimes, selected, writer_hostgroup):
     return problems
 
 
-def instead(runtimes, every_node_answered):
+def instead(runtimes: Mapping[str, Rows], every_node_answered: bool) -> list[str]:
     """What fits instead of a refused repair, in the operator's words."""
     rows = list(runtimes.values())
     agree = every_node_answered and bool(rows) and all(r == rows[0] for r in rows)
@@ -220,19 +268,19 @@ class RepairRead:
     (runtimes) and whether a node did not answer that read; the cluster's lock, active native managers and the
     rollbacks pending on the selected nodes."""
 
-    nodes: list
-    intended: dict
-    hostgroups: set
-    per_node: dict
-    unreachable: list
-    runtimes: dict
+    nodes: list[ProxySQLNode]
+    intended: Rows
+    hostgroups: set[int]
+    per_node: dict[str, NodeRepair]  # node pk (str) -> its repair
+    unreachable: list[str]  # "name: why"
+    runtimes: dict[str, Rows]  # node name -> its runtime rows in the cluster's hostgroups, as the managers' view
     others_silent: bool
     holder: str | None
-    native: list
-    pending: list
+    native: list[dict[str, Any]]  # Cluster.active_native_hostgroups(): a manager's row (kind, writer_hostgroup...)
+    pending: list[str]
 
 
-def read_repair(cluster, node_ids=None):
+def read_repair(cluster: Cluster, node_ids: Collection[int] | None = None) -> RepairRead:
     nodes = list(cluster.proxysql_nodes.order_by("pk"))
     if node_ids:
         nodes = [n for n in nodes if n.pk in set(node_ids)]
@@ -241,27 +289,29 @@ def read_repair(cluster, node_ids=None):
     managed = cluster.managed_hostgroups()
     versioned = versioned_variables(cluster)
 
-    def read(node, admin):
-        state = {
-            "runtime": admin.servers("runtime"),
-            "memory": admin.servers("memory"),
-            "disk": admin.servers("disk"),
-            "variables": admin.global_variables(MANAGED_VARIABLES),
-            "memory_variables": admin.global_variables(MANAGED_VARIABLES, layer="memory"),
-            "disk_variables": admin.global_variables(MANAGED_VARIABLES, layer="disk"),
-            "intended_variables": versioned,
-        }
-        return {
-            **node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
-            "expect_variables": {k: v for k, (v, _) in state["intended_variables"].items() if v is not None},
-        }
+    def read(node: ProxySQLNode, admin: ProxySQLAdmin) -> NodeRepair:
+        state = NodeLayers(
+            admin.servers("runtime"),
+            admin.servers("memory"),
+            admin.servers("disk"),
+            admin.global_variables(MANAGED_VARIABLES),
+            admin.global_variables(MANAGED_VARIABLES, layer="memory"),
+            admin.global_variables(MANAGED_VARIABLES, layer="disk"),
+            versioned,
+        )
+        return replace(
+            node_statements(Sql(admin), intended, hostgroups, state, cluster.writer_hostgroup, managed),
+            name=node.name,
+            expect_variables={k: v for k, (v, _) in state.intended_variables.items() if v is not None},
+        )
 
-    per_node, unreachable = {}, []
+    per_node: dict[str, NodeRepair] = {}
+    unreachable: list[str] = []
     for node, result, error in on_each_node(nodes, read):
         if error is not None:
             unreachable.append(f"{node.name}: {error.message}")
-        else:
-            per_node[str(node.pk)] = {"name": node.name, **result}
+        elif result is not None:
+            per_node[str(node.pk)] = result
     runtimes, others_silent = _runtimes(cluster, hostgroups)
     pending = pending_rows.open_rows(cluster).filter(node_id__in=[n.pk for n in nodes])
     return RepairRead(
@@ -281,14 +331,14 @@ def read_repair(cluster, node_ids=None):
     )
 
 
-def plan_repair(cluster, node_ids=None):
+def plan_repair(cluster: Cluster, node_ids: Collection[int] | None = None) -> Plan:
     """The repair plan for these ProxySQL nodes of the cluster (all when None). Network reads only: read
     (read_repair), then judged (repair_guards) and built (repair_steps) from the read alone."""
     read = read_repair(cluster, node_ids)
     guards, operational = repair_guards(cluster, read)
-    facts = {
+    facts: dict[str, Any] = {
         "nodes": {
-            k: {"name": v["name"], "changes": v["changes"], "nothing_to_do": not v["sql"] and not v["save"]}
+            k: {"name": v.name, "changes": v.changes, "nothing_to_do": not v.sql and not v.save}
             for k, v in read.per_node.items()
         },
         "pending_rollbacks": read.pending,
@@ -310,13 +360,13 @@ def plan_repair(cluster, node_ids=None):
     )
 
 
-def repair_guards(cluster, read):
+def repair_guards(cluster: Cluster, read: RepairRead) -> tuple[list[Guard], list[str]]:
     """(guards, operational differences: the writer moves and drains the repair refuses)."""
     W, intended, per_node = cluster.writer_hostgroup, read.intended, read.per_node
-    operational = operational_differences(intended, read.runtimes, [v["name"] for v in per_node.values()], W)
+    operational = operational_differences(intended, read.runtimes, [v.name for v in per_node.values()], W)
     writers = [k for k, v in intended.items() if k[0] == W and v["status"] == "ONLINE"]
-    unknown = sorted({f"{v['name']}: {name}" for v in per_node.values() for name in v["unknown"]})
-    elsewhere = [f"{v['name']} ({', '.join(v['edits_elsewhere'])})" for v in per_node.values() if v["edits_elsewhere"]]
+    unknown = sorted({f"{v.name}: {name}" for v in per_node.values() for name in v.unknown})
+    elsewhere = [f"{v.name} ({', '.join(v.edits_elsewhere)})" for v in per_node.values() if v.edits_elsewhere]
     guards = [
         Guard(
             "nodes_selected",
@@ -371,13 +421,13 @@ def repair_guards(cluster, read):
     return guards, operational
 
 
-def repair_steps(read):
+def repair_steps(read: RepairRead) -> list[Step]:
     per_node = read.per_node
     expect = {
         "expect": {},
         "hostgroups": sorted(read.hostgroups),
         "rows": {k: [[*key, fields] for key, fields in sorted(read.intended.items())] for k in per_node},
-        "variables": {k: v["expect_variables"] for k, v in per_node.items()},
+        "variables": {k: v.expect_variables for k, v in per_node.items()},
     }
     return [
         # Forward only: a node that stops answering keeps the rest for later (finish pending), and the nodes that
@@ -386,7 +436,7 @@ def repair_steps(read):
             "repair",
             "Write the inventory's rows and variables on each node and load them",
             PROXYSQL,
-            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+            {k: {"name": v.name, "sql": v.sql, "rollback": v.rollback} for k, v in per_node.items()},
             forward_only=True,
         ),
         Step("verify", "Verify each node's runtime equals the inventory", VERIFY, params=expect),
@@ -394,7 +444,7 @@ def repair_steps(read):
             "save",
             "Save to disk on each node",
             PROXYSQL,
-            {k: {"name": v["name"], "sql": v["save"], "rollback": []} for k, v in per_node.items()},
+            {k: {"name": v.name, "sql": v.save, "rollback": []} for k, v in per_node.items()},
             point_of_no_return=True,
         ),
         Step(
@@ -412,15 +462,15 @@ def repair_steps(read):
     ]
 
 
-def _runtimes(cluster, hostgroups):
+def _runtimes(cluster: Cluster, hostgroups: Collection[int]) -> tuple[dict[str, Rows], bool]:
     """Every node's runtime rows in the cluster's hostgroups ({name: {key: configured fields}}), the nodes that answer;
     and whether one did not."""
 
-    def read(node, admin):
+    def read(node: ProxySQLNode, admin: ProxySQLAdmin) -> Rows:
         return {r.key: configured(r) for r in admin.servers("runtime") if r.hostgroup_id in hostgroups}
 
     results = on_each_node(cluster.proxysql_nodes.order_by("pk"), read)
     return (
-        {node.name: rows for node, rows, error in results if error is None},
+        {node.name: rows for node, rows, error in results if rows is not None},
         any(error is not None for _, _, error in results),
     )

@@ -25,18 +25,22 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import msgspec
+import redis
 from django.db.models import Q
 
 from apps.audit.actor import Actor
 from apps.audit.services import record
-from apps.clients.backend import BackendClient
-from apps.clients.proxysql import SERVER_FIELDS, configured, on_each_node
+from apps.clients.backend import BackendClient, NodeState
+from apps.clients.proxysql import SERVER_FIELDS, ProxySQLAdmin, ServerKey, configured, on_each_node
 from apps.clients.wire import ClientError, Timeout, Unreachable
 from apps.fleet.choices import ClusterKind, WriterIsAlsoReader
 from apps.fleet.layout import swapped_roles
-from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.fleet.models import Cluster, HostgroupMembership, ProxySQLNode, Server
 from apps.monitoring import live, status
 from apps.plans.vocabulary import INVENTORY, PROXYSQL, VERIFY, Guard, Plan, Sql, Step, no_other_operation
 
@@ -60,22 +64,47 @@ class BackendPoll(msgspec.Struct):
     ts: float
     ok: bool = True
     error: str | None = None
-    state: dict | None = None
+    state: dict[str, Any] | None = None  # NodeState's fields as JSON: values of each field's type
     synced_primary: bool | None = None
 
 
-def read_polls(server_pks):
+Polls = Mapping[int, BackendPoll | None]  # server pk -> its latest poll (None: none readable)
+Changes = dict[tuple[int, int], tuple[str, str]]  # (server pk, hostgroup) -> (the status it should have, why)
+
+
+class Figure(TypedDict):
+    """What decide() saw of one backend (the plan's facts, the audit's details)."""
+
+    state: str
+    recv_queue: int | None
+    badness: int
+
+
+@dataclass
+class NodeChange:
+    """One ProxySQL node's statements for a rules' plan (read pool or failover): the forward statements, their way
+    back and the rows the verify expects ([hostgroup, host, port, status])."""
+
+    name: str
+    sql: list[str]
+    rollback: list[str]
+    expect: list[list[Any]]
+
+
+def read_polls(server_pks: Iterable[int]) -> dict[int, BackendPoll | None]:
     """{server_pk: BackendPoll or None}, one MGET (raises live.LiveUnavailable)."""
     return live.read_typed(live.BACKEND, list(server_pks), BackendPoll)
 
 
-def classify(doc, stale_after_s):
+def classify(doc: BackendPoll | None, stale_after_s: float) -> tuple[int, str, int | None]:
     """(badness, reason, recv_queue) from a backend's latest-state document (a BackendPoll)."""
     if not doc or time.time() - doc.ts > stale_after_s:
         return UNREACHABLE, "no recent poll", None
     if not doc.ok:
         return UNREACHABLE, f"unreachable: {doc.error}", None
     st = doc.state
+    if st is None:  # a poll that answered always carries its state; without one nothing is known
+        return UNREACHABLE, "no state in the poll", None
     if not st.get("wsrep_on"):
         return HEALTHY, "not a Galera node", st.get("local_recv_queue")
     queue = st.get("local_recv_queue") or 0
@@ -94,7 +123,7 @@ def classify(doc, stale_after_s):
     return BROKEN, f"state {st.get('local_state')} {st.get('local_state_comment')}", queue
 
 
-def _since(r, key, condition, now):
+def _since(r: redis.Redis, key: str, condition: bool, now: float) -> float:
     """How long `condition` has held (seconds), remembered in Redis across polls; 0 when it does not."""
     if not condition:
         r.delete(key)
@@ -103,7 +132,9 @@ def _since(r, key, condition, now):
     return now - float(r.get(key) or now)  # not set: a look that starts no timer (rule_settings.would_do_now)
 
 
-def decide(cluster, docs, now=None, r=None):
+def decide(
+    cluster: Cluster, docs: Polls, now: float | None = None, r: redis.Redis | None = None
+) -> tuple[Changes, dict[str, Figure], list[str]]:
     """Desired statuses: {(server_pk, hostgroup): (status, reason)} for the rows that should change, plus
     alerts. Pure apart from the hysteresis timers kept in Redis (`r`: the client they are kept in)."""
     now = now or time.time()
@@ -115,14 +146,16 @@ def decide(cluster, docs, now=None, r=None):
     memberships = list(
         HostgroupMembership.objects.filter(server__cluster=cluster, server__maintenance=False).select_related("server")
     )
-    by_server = {}
+    by_server: dict[int, list[HostgroupMembership]] = {}
     for m in memberships:
         by_server.setdefault(m.server_id, []).append(m)
     writer = current_writer(cluster)
     writer_pk = writer.server_id if writer else None
     backup_writers = {m.server_id for m in memberships if BW is not None and m.hostgroup_id == BW}
 
-    desired, figures, alerts = {}, {}, []
+    desired: Changes = {}
+    figures: dict[str, Figure] = {}
+    alerts: list[str] = []
     for server_pk, rows in by_server.items():
         badness, reason, queue = classify(docs.get(server_pk), stale)
         server = rows[0].server
@@ -197,7 +230,14 @@ def decide(cluster, docs, now=None, r=None):
     return changes, figures, alerts
 
 
-def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL, title=None):
+def plan_changes(
+    cluster: Cluster,
+    changes: Changes,
+    figures: dict[str, Figure],
+    alerts: list[str],
+    kind: str = OperationKind.READ_POOL,
+    title: str | None = None,
+) -> Plan:
     """An audited plan that sets the changed statuses on every ProxySQL node (read in parallel)."""
     memberships = {
         (m.server_id, m.hostgroup_id): m
@@ -205,10 +245,12 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
     }
     targets = [(memberships[k].server, k[1], new_status) for k, (new_status, _) in sorted(changes.items())]
 
-    def read(node, admin):
+    def read(node: ProxySQLNode, admin: ProxySQLAdmin) -> NodeChange:
         sql = Sql(admin)
         runtime = {(r.hostgroup_id, r.hostname, r.port): r for r in admin.servers("runtime")}
-        forward, undo, expect = [], [], []
+        forward: list[str] = []
+        undo: list[str] = []
+        expect: list[list[Any]] = []
         for s, hg, new_status in targets:
             row = runtime.get((hg, s.hostname, s.port))
             if row is None:
@@ -216,12 +258,12 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
             forward.append(sql.set_status(hg, s.hostname, s.port, new_status))
             undo.append(sql.replace_server(_row(row)))
             expect.append([hg, s.hostname, s.port, new_status])
-        return {
-            "name": node.name,
-            "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-            "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-            "expect": expect,
-        }
+        return NodeChange(
+            node.name,
+            forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            expect,
+        )
 
     per_node, unreachable = _read_nodes(cluster, read)
     holder, native, pending = current_holder(cluster), cluster.active_native_hostgroups(), pending_rows.guard(cluster)
@@ -251,13 +293,13 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
             "apply",
             "Set the statuses on every node, load and save",
             PROXYSQL,
-            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+            _statements(per_node),
         ),
         Step(
             "verify",
             "Verify every node's runtime",
             VERIFY,
-            params={"expect": {k: v["expect"] for k, v in per_node.items()}},
+            params={"expect": {k: v.expect for k, v in per_node.items()}},
         ),
         Step(
             "inventory",
@@ -280,18 +322,26 @@ def plan_changes(cluster, changes, figures, alerts, kind=OperationKind.READ_POOL
     )
 
 
-def _read_nodes(cluster, read):
+def _read_nodes(
+    cluster: Cluster, read: Callable[[ProxySQLNode, ProxySQLAdmin], NodeChange]
+) -> tuple[dict[str, NodeChange], list[str]]:
     """read(node, admin) on every ProxySQL node of the cluster at once: ({node_id (str): result}, [unreachable])."""
-    per_node, unreachable = {}, []
+    per_node: dict[str, NodeChange] = {}
+    unreachable: list[str] = []
     for node, result, error in on_each_node(cluster.proxysql_nodes.order_by("pk"), read):
         if error is not None:
             unreachable.append(f"{node.name}: {error.message}")
-        else:
+        elif result is not None:
             per_node[str(node.pk)] = result
     return per_node, unreachable
 
 
-def _decision_changed(r, cluster, name, payload):
+def _statements(per_node: dict[str, NodeChange]) -> dict[str, dict[str, Any]]:
+    """A PROXYSQL step's per-node statements: {node_id: {name, sql, rollback}}."""
+    return {k: {"name": v.name, "sql": v.sql, "rollback": v.rollback} for k, v in per_node.items()}
+
+
+def _decision_changed(r: redis.Redis, cluster: Cluster, name: str, payload: object) -> bool:
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     key = f"rules:{cluster.pk}:{name}:last"
     if r.get(key) == digest.encode():
@@ -300,7 +350,7 @@ def _decision_changed(r, cluster, name, payload):
     return True
 
 
-def apply_read_pool(cluster, docs, now=None):
+def apply_read_pool(cluster: Cluster, docs: Polls, now: float | None = None) -> int | None:
     """Evaluate the read-pool rules for one cluster and act (or, in dry-run, only audit)."""
     changes, figures, alerts = decide(cluster, docs, now)
     r = live.client()
@@ -328,7 +378,7 @@ def apply_read_pool(cluster, docs, now=None):
     return _execute(cluster, plan_changes(cluster, changes, figures, alerts), RULE)
 
 
-def _execute(cluster, plan, rule):
+def _execute(cluster: Cluster, plan: Plan, rule: str) -> int | None:
     if not plan.guards_passed:
         r = live.client()
         if _decision_changed(r, cluster, f"refused:{rule}", [g.key for g in plan.failed_guards]):
@@ -350,16 +400,15 @@ def _execute(cluster, plan, rule):
 
 
 # -- automatic failover ----------------------------------------------------------------------------
-def writer_down(writer_doc):
+def writer_down(writer_doc: BackendPoll | None) -> bool:
     """The writer's latest poll saw it unreachable or outside the Primary component (or there is none)."""
-    return bool(
-        not writer_doc
-        or not writer_doc.ok
-        or (writer_doc.state.get("wsrep_on") and writer_doc.state.get("cluster_status") != "Primary")
-    )
+    if not writer_doc or not writer_doc.ok:
+        return True
+    state = writer_doc.state or {}
+    return bool(state.get("wsrep_on") and state.get("cluster_status") != "Primary")
 
 
-def writer_down_polls(cluster, writer_doc):
+def writer_down_polls(cluster: Cluster, writer_doc: BackendPoll | None) -> int:
     """Consecutive polls (distinct poll timestamps) in which the writer was unreachable or non-Primary."""
     r = live.client()
     key = f"failover:{cluster.pk}"
@@ -370,12 +419,12 @@ def writer_down_polls(cluster, writer_doc):
     if ts is not None and r.get(f"{key}:ts") == str(ts).encode():
         return int(r.get(key) or 0)
     r.set(f"{key}:ts", str(ts), ex=3600)
-    return r.incr(key)
+    return int(r.incr(key))
 
 
-def elect(cluster, docs, exclude):
+def elect(cluster: Cluster, docs: Polls, exclude: int | None) -> int | None:
     """The next writer: the Synced Primary node with the highest weight (backup writer hostgroup first)."""
-    weights = {}
+    weights: dict[int, tuple[int, int]] = {}  # server pk -> (a backup writer: 1, its weight)
     for hg in [cluster.backup_writer_hostgroup, cluster.reader_hostgroup]:
         if hg is None:
             continue
@@ -391,11 +440,11 @@ def elect(cluster, docs, exclude):
     return ranked[0] if ranked else None
 
 
-def _synced_primary(doc):
+def _synced_primary(doc: BackendPoll | None) -> bool:
     return bool(doc and doc.synced_primary)
 
 
-def plan_manual_failover(cluster, new):
+def plan_manual_failover(cluster: Cluster, new: Server) -> Plan:
     """A failover an operator asks for (the API, `manage.py failover`): the current writer out and `new` in at
     once, without a drain, by the failover planner. For a writer that is gone; a live one is switched over."""
     writer = current_writer(cluster)
@@ -424,7 +473,7 @@ def plan_manual_failover(cluster, new):
     return plan_failover(cluster, writer.server, new.pk, {"requested": "manual failover"}, manual=True)
 
 
-def _target_guard(cluster, old, new, passed):
+def _target_guard(cluster: Cluster, old: Server, new: Server | str, passed: bool) -> Guard:
     return Guard(
         "target",
         "The new writer is another backend of this cluster, in one of its hostgroups and not in maintenance",
@@ -434,21 +483,31 @@ def _target_guard(cluster, old, new, passed):
     )
 
 
-def _manual_read(cluster, dead, new):
-    """What an operator's failover reads besides the automatic one's: the old writer probed again, the new one's
-    state (or the ClientError it answered), the cluster's lock."""
+@dataclass
+class ManualRead:
+    """What an operator's failover reads besides the automatic one's: the old writer probed again (reprobe()'s
+    verdict and detail), the new one's state (or the ClientError it answered), the cluster's lock holder."""
+
+    reprobe: tuple[str, str]
+    state: NodeState | ClientError
+    holder: str | None
+
+
+def _manual_read(cluster: Cluster, dead: Server, new: Server) -> ManualRead:
+    """What an operator's failover reads besides the automatic one's (ManualRead)."""
+    state: NodeState | ClientError
     try:
         with BackendClient.for_server(new) as client:
             state = client.state()
     except ClientError as exc:
         state = exc
-    return reprobe(dead), state, current_holder(cluster)
+    return ManualRead(reprobe(dead), state, current_holder(cluster))
 
 
-def _manual_guards(cluster, dead, new, manual_read):
+def _manual_guards(cluster: Cluster, dead: Server, new: Server, manual_read: ManualRead) -> list[Guard]:
     """What an operator's failover checks besides the automatic one's, from _manual_read: the new writer answers as a
     writer should now, the old one does not (a live writer is drained by a switchover instead), nothing else runs."""
-    (verdict, detail), state, holder = manual_read
+    (verdict, detail), state, holder = manual_read.reprobe, manual_read.state, manual_read.holder
     galera = cluster.kind == ClusterKind.GALERA
     if isinstance(state, ClientError):
         healthy, seen = False, state.message
@@ -472,27 +531,40 @@ def _manual_guards(cluster, dead, new, manual_read):
     ]
 
 
-def plan_failover(cluster, dead, new_pk, evidence, manual=False):
+def plan_failover(cluster: Cluster, dead: Server, new_pk: int, evidence: dict[str, Any], manual: bool = False) -> Plan:
     """Move the elected node into the writer hostgroup at once (no drain: the old writer is gone); the two
     swap their other role rows as in a switchover (fleet/layout.py swapped_roles), so the layout keeps saying
     who is who and a later switchover back restores it. `manual`: an operator asked for it (more guards)."""
     W = cluster.writer_hostgroup
     old_w = HostgroupMembership.objects.select_related("server").get(server=dead, hostgroup_id=W)
-    new = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first().server
+    membership = HostgroupMembership.objects.filter(server_id=new_pk).select_related("server").first()
+    if membership is None:  # elected from its memberships, gone since (a failover is planned again at start)
+        return Plan(
+            OperationKind.FAILOVER,
+            cluster.pk,
+            f"{'Manual failover' if manual else 'Failover'} {cluster.name}",
+            [_target_guard(cluster, dead, f"server #{new_pk}, in no hostgroup", False)],
+            [],
+            options={"dead": dead.pk, "new": new_pk, "evidence": evidence, **({"manual": True} if manual else {})},
+        )
+    new = membership.server
 
-    def read(node, admin):
+    def read(node: ProxySQLNode, admin: ProxySQLAdmin) -> NodeChange:
         sql = Sql(admin)
         rows = {r.key: configured(r) for r in admin.servers("runtime")}
         # A node without the dead writer's row still gets the new writer, with the inventory's settings.
-        known = {(W, dead.hostname, dead.port): {f: getattr(old_w, f) for f in SERVER_FIELDS}, **rows}
+        known: dict[ServerKey, dict[str, int | str | None]] = {
+            (W, dead.hostname, dead.port): {f: getattr(old_w, f) for f in SERVER_FIELDS},
+            **rows,
+        }
         changes = swapped_roles(cluster, known, (dead.hostname, dead.port), (new.hostname, new.port))
         forward, undo, expect = role_statements(sql, rows, changes)
-        return {
-            "name": node.name,
-            "sql": forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-            "rollback": undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
-            "expect": expect,
-        }
+        return NodeChange(
+            node.name,
+            forward + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            undo + [sql.LOAD_SERVERS, sql.SAVE_SERVERS],
+            expect,
+        )
 
     per_node, unreachable = _read_nodes(cluster, read)
     manual_read = _manual_read(cluster, dead, new) if manual else None
@@ -518,13 +590,13 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
             "move",
             f"{new} into writer hostgroup {W}, {dead} out; the two swap their other role rows",
             PROXYSQL,
-            {k: {"name": v["name"], "sql": v["sql"], "rollback": v["rollback"]} for k, v in per_node.items()},
+            _statements(per_node),
         ),
         Step(
             "verify",
             "Verify every reachable node's runtime",
             VERIFY,
-            params={"expect": {k: v["expect"] for k, v in per_node.items()}},
+            params={"expect": {k: v.expect for k, v in per_node.items()}},
             point_of_no_return=True,
         ),
         Step(
@@ -534,7 +606,7 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
             params={"old": dead.pk, "new": new.pk, "old_writer_to": "reader"},
         ),
     ]
-    if manual:
+    if manual_read is not None:
         guards = _manual_guards(cluster, dead, new, manual_read) + guards
     return shared.annotate(
         Plan(
@@ -550,7 +622,7 @@ def plan_failover(cluster, dead, new_pk, evidence, manual=False):
     )
 
 
-def reprobe(server):
+def reprobe(server: Server) -> tuple[str, str]:
     """A direct look at the writer on a fresh connection, right after a poll saw it down. Returns
     (verdict, detail): "answers" (it is alive: the poll's failure was passing), "down" (connection refused or
     lost: nothing serves that port; or it answers outside the Primary component), or "silent" (no answer
@@ -569,7 +641,7 @@ def reprobe(server):
     return "answers", "Synced and Primary" if state.synced_primary else "answering"
 
 
-def apply_failover(cluster, docs):
+def apply_failover(cluster: Cluster, docs: Polls) -> int | None:
     """Fail over when failover_after_polls consecutive polls saw the writer down and a re-probe, at once,
     confirms it. A writer that only stops answering (timeouts: a stall, an overload, a hung host) needs
     one poll more: silence alone is weaker evidence than a refused connection. Never on a natively managed cluster:
@@ -624,7 +696,7 @@ def apply_failover(cluster, docs):
 FAILBACK_RULE = "automatic failback"
 
 
-def apply_failback(cluster, docs, now=None):
+def apply_failback(cluster: Cluster, docs: Polls, now: float | None = None) -> int | None:
     """Back to the preferred writer, gracefully (a planned switchover with the auto-increment way through),
     once it has been Synced and Primary for failback_after_s. Off unless the cluster enables it; never on a natively
     managed cluster (the manager picks the writer)."""
@@ -632,7 +704,7 @@ def apply_failback(cluster, docs, now=None):
         return None
     writer = current_writer(cluster)
     preferred = cluster.preferred_writer
-    if writer is None or writer.server_id == preferred.pk or preferred.maintenance:
+    if writer is None or preferred is None or writer.server_id == preferred.pk or preferred.maintenance:
         return None
     healthy = _synced_primary(docs.get(preferred.pk))
     synced_for = _since(live.client(), f"failback:{cluster.pk}:since", healthy, now or time.time())
@@ -644,7 +716,7 @@ def apply_failback(cluster, docs, now=None):
     return _execute(cluster, plan, FAILBACK_RULE)
 
 
-def after_backend_poll(cluster_ids):
+def after_backend_poll(cluster_ids: Iterable[int]) -> None:
     """Called by the backend polling task: failover first (the writer matters most), then the read pool."""
     for cluster in Cluster.objects.filter(pk__in=cluster_ids):
         if not (cluster.auto_failover_enabled or cluster.read_pool_rules_enabled):
@@ -662,7 +734,7 @@ def after_backend_poll(cluster_ids):
             log.exception("rules for cluster %s failed", cluster.pk)
 
 
-def clusters_of_shard(shard, shards):
+def clusters_of_shard(shard: int, shards: int) -> list[int]:
     """Clusters with rules or failover on that have a backend in this polling shard."""
     rows = Server.objects.filter(
         Q(cluster__read_pool_rules_enabled=True) | Q(cluster__auto_failover_enabled=True)
