@@ -182,18 +182,53 @@ def _write_inventory_read_model(cluster: Cluster, content: Content) -> None:
     )
     wanted = {(r["hostgroup_id"], r["hostname"], r["port"]): r for r in content[MYSQL_SERVERS.name]}
     current = {m.key: m for m in HostgroupMembership.objects.filter(server__cluster=cluster).select_related("server")}
-    for key, gone in current.items():
-        if key not in wanted:
-            gone.delete()
-    for (hg, host, port), row in wanted.items():
-        values = {f: row[f] for f in SERVER_FIELDS}
+    gone = [m.pk for key, m in current.items() if key not in wanted]
+    if gone:
+        HostgroupMembership.objects.filter(pk__in=gone).delete()
+    # Only the rows that changed are written (an operation's version touches a few rows, not the cluster's every
+    # row), in a few statements whatever their number: adopting a cluster wrote two to five a row before.
+    changed = {}
+    for key, row in wanted.items():
+        values, m = {f: row[f] for f in SERVER_FIELDS}, current.get(key)
+        if m is None or any(getattr(m, f) != v for f, v in values.items()):
+            changed[key] = values
+    if not changed:
+        return
+    servers = _servers_of_cluster(cluster, {(host, port) for _, host, port in changed})
+    new, updated = [], []
+    for (hg, host, port), values in changed.items():
         m = current.get((hg, host, port))
-        if m is not None and all(getattr(m, f) == v for f, v in values.items()):
-            continue  # unchanged: an operation's version touches a few rows, not the cluster's every row
-        server, _ = Server.objects.get_or_create(hostname=host, port=port, defaults={"cluster": cluster})
+        if m is None:
+            new.append(HostgroupMembership(server=servers[(host, port)], hostgroup_id=hg, **values))
+        else:
+            for f, v in values.items():
+                setattr(m, f, v)
+            updated.append(m)
+    HostgroupMembership.objects.bulk_create(new)
+    HostgroupMembership.objects.bulk_update(updated, list(SERVER_FIELDS))
+
+
+def _servers_of_cluster(cluster: Cluster, endpoints: set[tuple[str, int]]) -> dict[tuple[str, int], Server]:
+    """{(host, port): Server} for these backends, the missing ones created in the cluster; Refused when one belongs
+    to another cluster."""
+
+    def read() -> dict[tuple[str, int], Server]:
+        hosts, ports = {h for h, _ in endpoints}, {p for _, p in endpoints}
+        return {
+            (s.hostname, s.port): s
+            for s in Server.objects.filter(hostname__in=hosts, port__in=ports)
+            if (s.hostname, s.port) in endpoints
+        }
+
+    servers = read()
+    missing = sorted(endpoints - servers.keys())
+    if missing:
+        Server.objects.bulk_create([Server(hostname=h, port=p, cluster=cluster) for h, p in missing])
+        servers = read()  # their keys (not every backend returns them from a bulk insert)
+    for (host, port), server in sorted(servers.items()):
         if server.cluster_id != cluster.pk:
             raise Refused(f"backend {host}:{port} belongs to cluster {server.cluster}")
-        HostgroupMembership.objects.update_or_create(server=server, hostgroup_id=hg, defaults=values)
+    return servers
 
 
 def servers_of(content: Content) -> dict[ServerKey, ServerFields]:
