@@ -72,6 +72,17 @@ class NodeState:
 ReplicaStatus = dict[str, Value]  # SHOW REPLICA STATUS: column -> value (names as the server says them)
 
 
+# MySQL 8.0.22 renamed SHOW REPLICA STATUS's columns (Source_Host, Replica_IO_Running, Seconds_Behind_Source...);
+# MariaDB, whose replication this product drives, keeps the old ones, which every reader of a ReplicaStatus uses.
+_OLD_WORDS = {"Source": "Master", "Replica": "Slave"}
+
+
+def replica_status_names(row: ReplicaStatus) -> ReplicaStatus:
+    """A SHOW REPLICA STATUS row with MySQL 8.0.22's column names read as the old ones (Master_Host,
+    Slave_IO_Running, Seconds_Behind_Master); word by word, so that Replicate_Do_DB stays as it is."""
+    return {"_".join(_OLD_WORDS.get(word, word) for word in name.split("_")): v for name, v in row.items()}
+
+
 def _text(value: Value) -> str | None:
     """A value read as text (SHOW's columns, a @@variable): bytes decoded, a number written out, NULL None."""
     if value is None or isinstance(value, str):
@@ -265,7 +276,7 @@ class BackendClient:
         except Rejected:
             result = self.wire.execute("SHOW SLAVE STATUS", action="read replica status")
         rows = result.dicts()
-        return rows[0] if rows else None
+        return replica_status_names(rows[0]) if rows else None
 
     def set_read_only(self, on: bool) -> None:
         self.wire.execute("SET GLOBAL read_only=%s", ("ON" if on else "OFF",), action="set read_only")
