@@ -436,14 +436,7 @@ def chosen_writers(content: Mapping[str, Any]) -> list[tuple[str, int]]:
     highest weight (a switchover through it swaps weights: operations/native_galera_switchover.py). Candidates tied at
     the cut all count: the configuration alone does not say which of them Monitor takes."""
     writer = (content.get("roles") or {}).get("writer")
-    manager = next(
-        (
-            g
-            for g in content.get("mysql_galera_hostgroups") or []
-            if int(g["writer_hostgroup"]) == writer and int(g.get("active", 1) or 0)
-        ),
-        None,
-    )
+    manager = next(iter(_manager_rows(content, "mysql_galera_hostgroups")), None)
     if manager is None:
         return writers(content)
     candidates = [
@@ -452,6 +445,15 @@ def chosen_writers(content: Mapping[str, Any]) -> list[tuple[str, int]]:
     weights = sorted((int(r["weight"]) for r in candidates), reverse=True)
     cut = weights[min(max(1, int(manager.get("max_writers") or 1)), len(weights)) - 1] if weights else 0
     return sorted((r["hostname"], r["port"]) for r in candidates if int(r["weight"]) >= cut)
+
+
+def _manager_rows(content: Mapping[str, Any], table: str) -> list[Row]:
+    """The active rows of a native manager's table (mysql_galera_hostgroups, mysql_replication_hostgroups) on the
+    configuration's writer hostgroup."""
+    writer = (content.get("roles") or {}).get("writer")
+    return [
+        g for g in content.get(table) or [] if int(g["writer_hostgroup"]) == writer and int(g.get("active", 1) or 0)
+    ]
 
 
 @dataclass
@@ -464,11 +466,12 @@ class OperationalChange:
 def operational_changes(current: Mapping[str, Any], target: Mapping[str, Any]) -> list[OperationalChange]:
     """What `target` changes in the state operations own, against `current` (the latest version, which records
     every switchover and drain, or what a node runs): the writers it makes changing (chosen_writers: servers entering
-    or leaving the writer hostgroup as ONLINE; under ProxySQL's Galera manager, the candidates of highest weight), and
-    rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
+    or leaving the writer hostgroup as ONLINE; under ProxySQL's Galera manager, the candidates of highest weight;
+    under its replication manager, which places the writer by read_only, a server added to the writer hostgroup is
+    none), and rows whose status changes to or from OFFLINE_SOFT / OFFLINE_HARD (a drain, a maintenance)."""
     out: list[OperationalChange] = []
     before, after = chosen_writers(current), chosen_writers(target)
-    if before != after:
+    if before != after and not (_manager_rows(target, "mysql_replication_hostgroups") and set(before) <= set(after)):
         if before and after:
             text = f"moves the writer from {endpoints(before)} to {endpoints(after)}"
         elif before:

@@ -304,7 +304,9 @@ def test_under_the_galera_manager_the_writer_is_the_candidate_of_highest_weight(
     """Issue 33: with mysql_galera_hostgroups active on the writer hostgroup, every configured row there is a candidate
     and Monitor makes the writer of the highest weight. A new candidate of lower weight (a third Galera node, as an
     operator adds one) moves no writer; a weight that puts another candidate first does (Monitor would move the
-    writer at its next check: a switchover's work); tied at the top, either may write, so a tie counts as a move."""
+    writer at its next check: a switchover's work); tied at the top, either may write, so a tie counts as a move. Under
+    the replication manager (the writer placed by read_only) a backend added to the writer hostgroup moves no writer,
+    one taken out may."""
 
     def galera(*weights, max_writers=1):
         out = config([server(100, port, weight=w) for port, w in weights])
@@ -329,6 +331,12 @@ def test_under_the_galera_manager_the_writer_is_the_candidate_of_highest_weight(
     ]
     assert [c.kind for c in C.operational_changes(base, galera((1, 1000), (2, 900), (3, 1000)))] == ["writer"]
     assert C.chosen_writers(galera((1, 1000), (2, 900), (3, 800), max_writers=2)) == [("10.0.0.1", 1), ("10.0.0.1", 2)]
+    replication = config([server(100, 1), server(100, 2)])
+    replication["mysql_replication_hostgroups"] = [{"writer_hostgroup": 100, "reader_hostgroup": 101, "active": 1}]
+    more = {**replication, "mysql_servers": [*replication["mysql_servers"], server(100, 3)]}
+    assert C.operational_changes(replication, more) == []  # Monitor places it by read_only: no writer move
+    fewer = {**replication, "mysql_servers": replication["mysql_servers"][:1]}
+    assert [c.kind for c in C.operational_changes(replication, fewer)] == ["writer"]  # it may be the writer
     inactive = galera((1, 1000), (2, 900))
     inactive["mysql_galera_hostgroups"][0]["active"] = 0  # no manager: every ONLINE row in 100 writes
     assert C.chosen_writers(inactive) == [("10.0.0.1", 1), ("10.0.0.1", 2)]

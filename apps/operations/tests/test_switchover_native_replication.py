@@ -13,7 +13,7 @@ from apps.alerts.tests import test_native_galera_drift as galera
 from apps.alerts.tests import test_native_replication_drift as native
 from apps.audit.actor import Actor
 from apps.audit.models import AuditEvent
-from apps.configuration.services import add_edit, start_change_set
+from apps.configuration.services import add_edit, latest, start_change_set
 from apps.configuration.tests.test_change_sets import run as run_change_set
 from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.operations import native_switchover
@@ -57,13 +57,14 @@ SPLIT = [
 ]
 
 
-def natively_managed(nodes, layout=native.NATIVE):
+def natively_managed(nodes, layout=native.NATIVE, replicas=(3322, 3323)):
     """The nodes laid out as the drift test does (by default every backend configured in the writer hostgroup 10,
-    Monitor moving the read_only replicas to 20), adopted as one async cluster with replication credentials."""
+    Monitor moving the read_only replicas to 20), adopted as one async cluster with replication credentials.
+    replicas: those the layout configures."""
     for node in nodes:
         native.admin(node, *demo.plain_layout_statements(PORTS, writer=10, reader=20), *layout)
     for n, node in enumerate(nodes, 1):
-        placed_as_configured(node)
+        placed_as_configured(node, replicas)
         adopt_double(node, "native-async", f"n{n}", kind="async")
     Cluster.objects.filter(name="native-async").update(
         replication_user="repl", replication_password="repl", max_replication_lag=10
@@ -73,13 +74,13 @@ def natively_managed(nodes, layout=native.NATIVE):
     return cluster
 
 
-def placed_as_configured(node):
+def placed_as_configured(node, replicas=(3322, 3323)):
     """Until Monitor has placed 3321 alone writing and the replicas reading. A real node is loaded again when it has
     not: a LOAD right after the lab was healed (read_only flipped back) may have moved 3321 on a stale read_only,
     which Monitor never undoes (writer_is_also_reader). The double places a LOAD on checks made after it only
     (engine._replication_monitor): one LOAD is enough there."""
     tries = 3 if isinstance(node, RealProxySQL) else 1
-    expected = [(10, 3321, "ONLINE"), (20, 3322, "ONLINE"), (20, 3323, "ONLINE")]
+    expected = [(10, 3321, "ONLINE"), *[(20, port, "ONLINE") for port in replicas]]
 
     def placement():
         return [
@@ -370,6 +371,46 @@ def test_a_change_set_right_after_a_switchover_loads_monitors_placement_on_a_rea
 ):
     check_change_set_after_switchover(
         [real_proxysql_factory("2.7.1", name=f"native-cs-{n}") for n in (1, 2)], replication_healthy, operator_user
+    )
+
+
+def check_a_new_replica_enters_as_a_reader(nodes, user):
+    """Issue 33: a change set adds a replica to writer hostgroup 10, as an operator configures every backend under the
+    replication manager (Monitor moves the read_only ones to 20). It was refused as a writer move (every configured
+    row of 10 counted as a writer, though Monitor places the writer by read_only); loaded ONLINE in 10 it would take
+    writes until Monitor's next read_only check (1290: --read-only). It enters the manager's reader hostgroup 20
+    instead: runtime, sampled all along, never holds another writer than 3321; memory and disk end as configured."""
+    layout = [s for s in native.NATIVE if "3323" not in s]
+    cluster = natively_managed(nodes, layout, replicas=(3322,))
+    row = next(r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 10 and r["port"] == 3322)
+    new = {"op": "upsert", "table": "mysql_servers", "row": {**row, "port": 3323}}
+    seen = writers_seen(nodes, lambda: galera.apply_edits(cluster, user, "a third replica", [new]))
+    assert seen == {(n, ((3321, "ONLINE"),)) for n in range(len(nodes))}, sorted(seen)
+    for node in nodes:
+        placed_as_configured(node)
+        assert (
+            servers(node, "mysql_servers")
+            == servers(node, "disk.mysql_servers")
+            == [
+                (10, 3321, 1000),
+                (10, 3322, 1000),
+                (10, 3323, 1000),
+            ]
+        )
+    native.no_drift_anywhere(cluster)
+
+
+def test_a_new_replica_enters_as_a_reader_on_a_replication_managed_double_pair(
+    proxysql_double_factory, replication_healthy, live_redis, operator_user
+):
+    check_a_new_replica_enters_as_a_reader(proxysql_double_factory(2), operator_user)
+
+
+def test_a_new_replica_enters_as_a_reader_on_a_replication_managed_real_pair(
+    real_proxysql_factory, replication_healthy, live_redis, operator_user
+):
+    check_a_new_replica_enters_as_a_reader(
+        [real_proxysql_factory("2.7.1", name=f"async-new-{n}") for n in (1, 2)], operator_user
     )
 
 
