@@ -234,19 +234,25 @@ def test_a_due_judgement_reads_and_judges_only_the_targets_whose_alerts_are_due(
 
 def pending_fleet(count, for_s, capture, sooner=()):
     """`count` clusters of one node and one backend, each node's conn_errors pending after one round at `start` (due at
-    start + for_s, or start + 2 on the clusters at these indexes in `sooner`; the judgements scheduled as the round's
-    commit does). Returns (clusters, start)."""
+    start + for_s, or start + for_s / 2 on the clusters at these indexes in `sooner`; the judgements scheduled as the
+    round's commit does). Returns (clusters, start, refresh): refresh(now) writes the documents again as polled at
+    `now`, still erroring (a judgement reads a stale node on its reachability only)."""
     clusters, nodes, servers = synthetic.fleet(count, 1, 1)
     set_rule("conn_errors", for_s=for_s)
     for i in sooner:
-        set_rule("conn_errors", Cluster.objects.get(pk=clusters[i]), for_s=2)
+        set_rule("conn_errors", Cluster.objects.get(pk=clusters[i]), for_s=for_s / 2)
     docs, backends = synthetic.publish(nodes, servers)
     no_drift = {"ts": time.time(), "version": None, "error": "", "findings": [], "runtime": [], "tables": {}}
     live.write_many(live.DRIFT, {pk: no_drift for pk in nodes})
     start = time.time()
-    one_round(docs, backends, start, 5.0, capture)
+    docs = one_round(docs, backends, start, 5.0, capture)
     assert Alert.objects.filter(rule="conn_errors", state=AlertState.PENDING).count() == count
-    return clusters, start
+
+    def refresh(now):
+        live.write_many(live.PROXYSQL, {pk: {**doc, "ts": now} for pk, doc in docs.items()})
+        live.write_many(live.BACKEND, {pk: {**doc, "ts": now, "last_ok": now} for pk, doc in backends.items()})
+
+    return clusters, start, refresh
 
 
 @pytest.mark.django_db
@@ -256,19 +262,22 @@ def test_clusters_whose_pending_alerts_end_together_are_judged_by_one_task_in_a_
     """Issue 40: 1,000 pending alerts ending their `for` together queued 1,000 alerts.judge_cluster tasks, each paying
     a task and its own inventory, situation and open alerts read for ~2 ms of judging. Now one task per slot judges
     every cluster due by then, with the reads shared: 198 clusters judged together cost no more SQL than 2."""
-    clusters, start = pending_fleet(200, 5, django_capture_on_commit_callbacks, sooner=(0, 1))
+    # `for` 10 and 20 s: the round over 200 clusters (seconds on a loaded machine) ends before either
+    clusters, start, refresh = pending_fleet(200, 20, django_capture_on_commit_callbacks, sooner=(0, 1))
     assert queued_judgements(live_redis) == []  # was 200, one per cluster
     slots = sorted(queued_slots(live_redis), key=lambda slot: slot[1])
     assert [eta for _, eta in slots] == [
-        pytest.approx(slot_eta(start + 2), abs=1e-3),
-        pytest.approx(slot_eta(start + 5), abs=1e-3),
+        pytest.approx(slot_eta(start + 10), abs=1e-3),
+        pytest.approx(slot_eta(start + 20), abs=1e-3),
     ]
     assert sorted(due_set(live_redis)) == sorted(clusters)
 
+    refresh(start + 10)
     with CaptureQueriesContext(connection) as two:
-        assert evaluate.judge_slot(slots[0][0], now=start + 2.5)["fired"] == 2
+        assert evaluate.judge_slot(slots[0][0], now=start + 10.5)["fired"] == 2
+    refresh(start + 20)
     with CaptureQueriesContext(connection) as many:
-        counts = evaluate.judge_slot(slots[1][0], now=start + 5.5)
+        counts = evaluate.judge_slot(slots[1][0], now=start + 20.5)
 
     assert counts["fired"] == 198 and counts["clusters"] == 198
     assert set(Alert.objects.filter(rule="conn_errors").values_list("state", flat=True)) == {AlertState.FIRING}
@@ -288,7 +297,7 @@ def test_a_slot_with_more_clusters_due_than_a_batch_queues_a_task_for_the_rest(
     live_redis, celery_broker, django_capture_on_commit_callbacks, monkeypatch
 ):
     monkeypatch.setattr(evaluate, "JUDGEMENT_BATCH_MAX", 3)
-    clusters, start = pending_fleet(7, 5, django_capture_on_commit_callbacks)
+    clusters, start, _ = pending_fleet(7, 5, django_capture_on_commit_callbacks)
     [(slot, eta)] = queued_slots(live_redis)
     assert evaluate.judge_slot(slot, now=start + 5.5)["fired"] == 3
     assert len(due_set(live_redis)) == 4
@@ -306,7 +315,7 @@ def test_a_batch_that_dies_leaves_its_clusters_to_the_sweeps(
 ):
     """A slot's task takes its clusters out of the due set before judging them (a round opening an alert meanwhile
     schedules its own judgement): if it dies on its way, the rounds' sweeps still promote every due alert."""
-    clusters, start = pending_fleet(5, 5, django_capture_on_commit_callbacks)
+    clusters, start, _ = pending_fleet(5, 5, django_capture_on_commit_callbacks)
     [(slot, _)] = queued_slots(live_redis)
 
     def dies(*args, **kwargs):
