@@ -10,8 +10,8 @@ benchmark's 3 backends a node, closed loopback ports as in bin/bench-monitoring'
 rules, the channels, the alert rules); its "polls" are backend polls.
 
 Prints CPU ms per poll (the first round, which opens the connections and reads everything, is left out) and the
-history bytes per row, and the alert judgements (alerts.judge_cluster) the measured rounds queued and the most of them
-waiting at once. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
+history bytes per row, and the alert judgement tasks (alerts.judge_due, one per slot of pending alerts ending their
+`for`; alerts.judge_cluster, a hold's end) the measured rounds queued and the most of them waiting at once. --profile writes a cProfile of the measured rounds (read with `python -m pstats`).
 lab/tests/test_budgets.py runs it against docs/budgets.json.
 """
 
@@ -30,6 +30,7 @@ from lab import bench_monitoring as bm
 from lab.cpu_calibration import calibration_ms
 
 REPO = bm.REPO
+JUDGEMENT_TASKS = ("alerts.judge_due", "alerts.judge_cluster")
 TICK_S = 1.0  # beat ticks each shard once a second (controlplane/celery.py): a tick that finds no node due costs too
 
 
@@ -72,8 +73,8 @@ class QueuedTasks:
 
     def __init__(self):
         self.heap, self.order = [], itertools.count()
-        # alerts.judge_cluster: queued, the most waiting at once, run (whole: those that judged, the due alerts' targets
-        # or the cluster whole; the others ended at their one query, nothing due)
+        # judgement tasks (JUDGEMENT_TASKS): queued, the most waiting at once, run (whole: those that judged, the due
+        # alerts' targets or the cluster whole; the others ended at their one query, nothing due)
         self.judgements = self.judgements_waiting = self.judgements_run = self.judgements_whole = 0
 
     def install(self):
@@ -86,9 +87,9 @@ class QueuedTasks:
     def enqueue(self, name, args=(), eta=None, countdown=None, **options):
         when = eta.timestamp() if eta is not None else time.time() + (countdown or 0)
         heapq.heappush(self.heap, (when, next(self.order), name, tuple(args)))
-        if name == "alerts.judge_cluster":
+        if name in JUDGEMENT_TASKS:
             self.judgements += 1
-            waiting = sum(1 for entry in self.heap if entry[2] == name)
+            waiting = sum(1 for entry in self.heap if entry[2] in JUDGEMENT_TASKS)
             self.judgements_waiting = max(self.judgements_waiting, waiting)
 
     def run_due(self):
@@ -97,7 +98,7 @@ class QueuedTasks:
         while self.heap and self.heap[0][0] <= time.time():
             _, _, name, args = heapq.heappop(self.heap)
             result = app.tasks[name](*args)
-            if name == "alerts.judge_cluster":
+            if name in JUDGEMENT_TASKS:
                 self.judgements_run += 1
                 self.judgements_whole += bool(result)
 

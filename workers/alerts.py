@@ -33,11 +33,19 @@ def deliver(self, notification_pk):
     )
 
 
-# Scheduled for when a pending alert's `for` ends; a lost one costs at most a poll round (the rounds
-# promote due alerts too).
+# Scheduled when the work that held a cluster's alerts is over (and, pending_due, for a pending alert's end of `for`
+# when Redis did not answer, or queued before judge_due); a lost one costs at most a sweep (the rounds promote due
+# alerts too).
 @shared_task(name="alerts.judge_cluster", ignore_result=True, soft_time_limit=20, time_limit=25)
 def judge_cluster(cluster_id, pending_due=False):
     return evaluate.judge_now(cluster_id, pending_due=pending_due)
+
+
+# One per time slot in which pending alerts end their `for`: every cluster due by then, judged together. A lost or
+# crashed one costs its clusters at most a sweep (the rounds promote due alerts).
+@shared_task(name="alerts.judge_due", ignore_result=True, soft_time_limit=20, time_limit=25)
+def judge_due(slot):
+    return evaluate.judge_slot(slot)
 
 
 @shared_task(name="alerts.flush_due", ignore_result=True, soft_time_limit=30, time_limit=40)

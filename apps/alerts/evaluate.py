@@ -10,8 +10,9 @@ A round hands over the documents it just wrote with the ones they replaced ({pk:
   close, and every FULL_SWEEP_EVERY sweeps anyway. That reads the cluster's documents with one MGET per
   kind for all the clusters judged.
 - an alert that is due is judged at its own time by a task (judge_at): a pending one when its `for` ends (its
-  target only: the node, backend, cluster pass or channel, every rule of it), held ones when the work that held
-  them is over (the cluster whole); a sweep catches any whose task was lost.
+  target only: the node, backend, cluster pass or channel, every rule of it; the clusters due in the same half
+  second judged together by one task, judge_slot), held ones when the work that held them is over (the cluster
+  whole); a sweep catches any whose task was lost.
 
 Transitions (apply()): a new condition opens a pending alert (held when planned work is expected to cause
 it); pending becomes firing once its `for` has passed (counted from when the condition began; a held alert
@@ -21,6 +22,7 @@ row. Writes are batched (Writes); changes that channels must hear of go to notif
 """
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -126,7 +128,7 @@ def after_poll_round(kind, docs, shard=0, shards=1, now=None):
     cpu = time.process_time()
     swept = _sweep_due(shard, shards, now) if kind == live.PROXYSQL else 0
     if not docs and not swept:
-        return {}  # a tick with nothing due: the pending alerts have their own timers (judge_cluster)
+        return {}  # a tick with nothing due: the pending alerts have their own timers (judge_pending_at)
     inv = context.inventory()
     situation = context.situation(inv, now)
     if situation.last_ended:  # an operation may have changed the inventory (a switchover's new writer...)
@@ -496,8 +498,9 @@ def apply(passes, situation, now):
     channels = notify.channels_now() if told else []
     for cluster_id in {ch[0] for ch in told}:
         notify.changed(cluster_id, [ch for ch in told if ch[0] == cluster_id], now, channels)
-    for cluster_id, fires_at in _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"}).items():
-        transaction.on_commit(lambda c=cluster_id, t=fires_at: judge_at(c, t, pending_due=True))
+    pending_at = _earliest({(ch[0], ch[3]) for ch in changes if ch[1] == "pending"})
+    if pending_at:  # one Redis round trip for every cluster (judge_pending_at)
+        transaction.on_commit(lambda: judge_pending_at(pending_at))
     return counts
 
 
@@ -554,55 +557,106 @@ def _earliest(pairs):
     return out
 
 
-# At most one judgement scheduled per cluster for its pending alerts (issue 40: a flapping figure opens a pending
-# alert at every poll, and each asked for one; they wait in the worker's memory until due). Redis keeps the time of
-# the one scheduled (JUDGEMENT_KEY); the rounds schedule another only for an earlier time, and each judgement, when
-# it runs, schedules the next for the earliest end of `for` still pending (judge_now).
-JUDGEMENT_KEY = "alerts:judge-at:{}"
-JUDGEMENT_SLACK_S = 1.0  # one scheduled this little after an alert's end of `for` covers it (judge_now: due within 1 s)
-JUDGEMENT_GRACE_S = 30.0  # the key outlives its time by this much: a task late or lost stops no later one for long
-# 1: recorded, to be scheduled; 0: one is scheduled at or before this time (within the slack).
-_RECORD_JUDGEMENT = """
-local scheduled = redis.call('get', KEYS[1])
-if scheduled and tonumber(scheduled) <= tonumber(ARGV[1]) + tonumber(ARGV[2]) then return 0 end
-redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[3])
-return 1
+# The judgements of pending alerts at their end of `for` (issue 40, fleet scale). A flapping figure opens a pending
+# alert at every poll, and alerts opened by one event (a backend down behind every cluster) end their `for` together:
+# one eta task per cluster held a thousand tasks in the worker's memory, run within seconds, each paying a task's
+# overhead and its own inventory and situation read for ~2 ms of judging. Now Redis keeps one sorted set of the
+# clusters to judge, each scored by the earliest end of `for` scheduled for it (DUE_KEY), and one task per time slot
+# of JUDGEMENT_SLOT_S (claimed once per slot: DUE_SLOT_KEY, SET NX) judges every cluster due by then together
+# (judge_slot -> judge_due). A round schedules a cluster again only for an earlier time, and each judgement, when it
+# runs, schedules the next for the earliest end of `for` still pending (judge_due).
+DUE_KEY = "alerts:judge-due"
+DUE_SLOT_KEY = "alerts:judge-slot:{}"
+JUDGEMENT_SLOT_S = 0.5  # an alert fires at most this late after its end of `for` (was 0.02 s; polls are seconds apart)
+JUDGEMENT_BATCH_MAX = 500  # clusters judged by one task; more due at once: another task takes the rest at once
+JUDGEMENT_SLACK_S = 1.0  # one scheduled this little after an alert's end of `for` covers it (judge_due: due within 1 s)
+JUDGEMENT_GRACE_S = 30.0  # a time this far past is a task late or lost: it stops no later one (nor its slot) for longer
+# ARGV: now, slack, grace, then (cluster, when, slot, slot ttl ms) per cluster. Returns the slots claimed (the caller
+# queues their tasks). A cluster already scheduled at or before `when` (within the slack) is left as it is.
+_RECORD_DUE = """
+local now, slack, grace = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local claimed = {}
+for i = 4, #ARGV, 4 do
+  local when = tonumber(ARGV[i + 1])
+  local scheduled = redis.call('zscore', KEYS[1], ARGV[i])
+  if not (scheduled and tonumber(scheduled) <= when + slack and tonumber(scheduled) >= now - grace) then
+    redis.call('zadd', KEYS[1], ARGV[i + 1], ARGV[i])
+    if redis.call('set', KEYS[2] .. ARGV[i + 2], 1, 'NX', 'PX', ARGV[i + 3]) then
+      table.insert(claimed, ARGV[i + 2])
+    end
+  end
+end
+return claimed
 """
-# A judgement whose time has come is scheduled no longer (a later one recorded instead stays).
-_FORGET_JUDGEMENT = """
-local scheduled = redis.call('get', KEYS[1])
-if scheduled and tonumber(scheduled) <= tonumber(ARGV[1]) then return redis.call('del', KEYS[1]) end
+# The clusters due by ARGV[1], at most ARGV[2] of them, taken out of the set (a judgement of each is under way).
+_POP_DUE = """
+local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #due > 0 then redis.call('zrem', KEYS[1], unpack(due)) end
+return due
+"""
+# One cluster's judgement whose time has come is scheduled no longer (a later one recorded instead stays).
+_FORGET_DUE = """
+local scheduled = redis.call('zscore', KEYS[1], ARGV[1])
+if scheduled and tonumber(scheduled) <= tonumber(ARGV[2]) then return redis.call('zrem', KEYS[1], ARGV[1]) end
 return 0
 """
 
 
-def _first_judgement_at(cluster_id, when):
-    """True when no judgement of this cluster's pending alerts is scheduled at or before `when` (now recorded as
-    the one), or when Redis does not answer (scheduled as before: a judgement too many, never one lost).
-    One script: of two rounds asking at once, one schedules."""
-    ttl_ms = int((max(when - time.time(), 0.0) + JUDGEMENT_GRACE_S) * 1000)
-    try:
-        script = live.client().register_script(_RECORD_JUDGEMENT)
-        return bool(script(keys=[JUDGEMENT_KEY.format(cluster_id)], args=[repr(when), JUDGEMENT_SLACK_S, ttl_ms]))
-    except Exception as exc:
-        log.debug("scheduled judgements of cluster %s unknown: %s", cluster_id, exc)
-        return True
+def _slot_of(when):
+    """The slot whose task judges an end of `for` at `when`: the first slot end at or after it (slot * SLOT_S)."""
+    return math.ceil(when / JUDGEMENT_SLOT_S)
+
+
+def slot_end(slot):
+    return slot * JUDGEMENT_SLOT_S
+
+
+def _record_due(times, now):
+    """{cluster: when} recorded in the due set (an earlier time replaces a later one); returns the slots claimed."""
+    args = [repr(now), JUDGEMENT_SLACK_S, JUDGEMENT_GRACE_S]
+    for cluster_id, when in sorted(times.items()):
+        slot = _slot_of(max(when, now + 0.01))  # a time already past (a long round's): a slot whose task is to come
+        args += [cluster_id, repr(when), slot, int((max(slot_end(slot) - now, 0.0) + JUDGEMENT_GRACE_S) * 1000)]
+    script = live.client().register_script(_RECORD_DUE)
+    return [int(slot) for slot in script(keys=[DUE_KEY, DUE_SLOT_KEY.format("")], args=args)]
 
 
 def _forget_judgement(cluster_id, now):
     try:
-        script = live.client().register_script(_FORGET_JUDGEMENT)
-        script(keys=[JUDGEMENT_KEY.format(cluster_id)], args=[repr(now + JUDGEMENT_SLACK_S)])
-    except Exception as exc:  # the key runs out on its own
+        script = live.client().register_script(_FORGET_DUE)
+        script(keys=[DUE_KEY], args=[cluster_id, repr(now + JUDGEMENT_SLACK_S)])
+    except Exception as exc:  # a judgement too many later, never one lost
         log.debug("judgement of cluster %s not forgotten: %s", cluster_id, exc)
 
 
-def judge_at(cluster_id, when, pending_due=False):
-    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends (pending_due: judged then only if
-    one is still pending and due; not scheduled when a judgement of the cluster is already at or before `when`),
-    held ones when the work that held them is over; not at the next sweep after that."""
-    if pending_due and not _first_judgement_at(cluster_id, when):
-        return  # that one comes first and schedules the next (judge_now)
+def judge_pending_at(times):
+    """Judge these clusters' pending alerts at their end of `for` ({cluster: when}, epoch): each judged then only if
+    one is still pending and due (judge_due); a cluster whose judgement is already at or before `when` is left to that
+    one, which schedules the next. One Redis round trip for them all, one task per slot not yet claimed. Redis not
+    answering: one task per cluster, as before the due set (a judgement too many, never one lost); the broker not
+    answering: none, the rounds' sweeps promote the due alerts (_due_clusters)."""
+    if not times:
+        return
+    now = time.time()
+    try:
+        slots = _record_due(times, now)
+    except Exception as exc:
+        log.debug("judgements due unrecorded, one task per cluster: %s", exc)
+        for cluster_id, when in times.items():
+            _enqueue_cluster(cluster_id, when, pending_due=True)
+        return
+    for slot in slots:
+        try:
+            tasks.enqueue("alerts.judge_due", (slot,), eta=_dt(slot_end(slot) + 0.02))
+        except Exception as exc:  # no broker: the sweeps promote them; the slot is freed for a later request to retry
+            log.debug("judgement slot %s not scheduled: %s", slot, exc)
+            try:
+                live.client().delete(DUE_SLOT_KEY.format(slot))
+            except Exception:
+                pass
+
+
+def _enqueue_cluster(cluster_id, when, pending_due=False):
     try:
         tasks.enqueue(
             "alerts.judge_cluster", (cluster_id, True) if pending_due else (cluster_id,), eta=_dt(when + 0.02)
@@ -611,21 +665,81 @@ def judge_at(cluster_id, when, pending_due=False):
         log.debug("judge of cluster %s not scheduled: %s", cluster_id, exc)
 
 
-def _pending_times(cluster_id):
-    """[(target, end of `for` epoch)] of the cluster's pending alerts not held: one indexed query, on a cursor (as
-    _open_alerts: Django compiling the filter cost ten times the read)."""
+def judge_at(cluster_id, when, pending_due=False):
+    """Judge a cluster again at `when` (epoch): a pending alert when its `for` ends (pending_due: through the due set,
+    judge_pending_at), held ones when the work that held them is over (the cluster whole, a task of its own: one per
+    operation's end, few, and never covered by a pending judgement, which judges only the due targets); not at the next
+    sweep after that."""
+    if pending_due:
+        judge_pending_at({cluster_id: when})
+    else:
+        _enqueue_cluster(cluster_id, when)
+
+
+def judge_slot(slot, now=None):
+    """The task of a slot: every cluster due by the slot's end (or by now, with those a lost task left), judged
+    together (judge_due). More than JUDGEMENT_BATCH_MAX due: another task is queued first for the rest.
+    The clusters are taken out of the due set before their pending alerts are read (a round opening one after that
+    read schedules its own judgement, as _forget_judgement did). If this task dies on its way, the clusters it took
+    are not scheduled again by it: their due alerts are promoted by the rounds' sweeps (_due_clusters, every
+    ALERTS_SWEEP_S), which judge them whole and schedule what is still to come, as for a task lost."""
+    if not settings.ALERTS_ENABLED:
+        return {}
+    if now is None:
+        early = slot_end(slot) - time.time()
+        if 0 < early <= JUDGEMENT_SLOT_S:  # run before its slot's end (a worker's clock behind the scheduler's)
+            time.sleep(early)
+        now = time.time()
+    try:
+        script = live.client().register_script(_POP_DUE)
+        due = [int(pk) for pk in script(keys=[DUE_KEY], args=[repr(max(now, slot_end(slot))), JUDGEMENT_BATCH_MAX])]
+    except Exception as exc:  # the sweeps promote them
+        log.debug("judgements due of slot %s unread: %s", slot, exc)
+        return {}
+    if len(due) == JUDGEMENT_BATCH_MAX:
+        try:
+            tasks.enqueue("alerts.judge_due", (slot,))
+        except Exception as exc:  # the sweeps promote them
+            log.debug("the rest of slot %s not scheduled: %s", slot, exc)
+    if not due:
+        return {}
+    return {**judge_due(due, now), "clusters": len(due)}
+
+
+def _pending_times_of(cluster_ids):
+    """{cluster: [(target, end of `for` epoch)]} of these clusters' pending alerts not held: one indexed query per 500
+    clusters, on a cursor (as _open_alerts: Django compiling the filter cost ten times the read)."""
     to_datetime = connection.ops.convert_datetimefield_value
+    out = {}
+    ids = list(cluster_ids)
     with connection.cursor() as cur:
-        cur.execute(_pending_times_sql(), [cluster_id, AlertState.PENDING, False])
-        return [(target, to_datetime(fires_at, None, connection).timestamp()) for target, fires_at in cur.fetchall()]
+        for i in range(0, len(ids), 500):
+            batch = ids[i : i + 500]
+            cur.execute(_pending_times_sql(len(batch)), [*batch, AlertState.PENDING, False])
+            for cluster_id, target, fires_at in cur.fetchall():
+                out.setdefault(cluster_id, []).append((target, to_datetime(fires_at, None, connection).timestamp()))
+    return out
 
 
-def _pending_times_sql():
-    """Parameters: the cluster's pk, the pending state, False (not held). Index alert_cluster_state."""
-    return (
-        f"SELECT {_column('target')}, {_column('fires_at')} FROM {connection.ops.quote_name(Alert._meta.db_table)} "
-        f"WHERE {_column('cluster_id')} = %s AND {_column('state')} = %s AND {_column('held')} = %s"
-    )
+def _pending_times(cluster_id):
+    """[(target, end of `for` epoch)] of one cluster's pending alerts not held."""
+    return _pending_times_of([cluster_id]).get(cluster_id, [])
+
+
+_pending_times_statements: dict[tuple[str, int], str] = {}
+
+
+def _pending_times_sql(count=1):
+    """Parameters: `count` clusters' pks, the pending state, False (not held). Index alert_cluster_state."""
+    key = (connection.vendor, count)
+    if key not in _pending_times_statements:
+        _pending_times_statements[key] = (
+            f"SELECT {_column('cluster_id')}, {_column('target')}, {_column('fires_at')} "
+            f"FROM {connection.ops.quote_name(Alert._meta.db_table)} "
+            f"WHERE {_column('cluster_id')} IN ({', '.join(['%s'] * count)}) "
+            f"AND {_column('state')} = %s AND {_column('held')} = %s"
+        )
+    return _pending_times_statements[key]
 
 
 def _alone(c, targets):
@@ -640,45 +754,71 @@ def _alone(c, targets):
     return set(targets) <= own
 
 
+def _judging_context(now):
+    inv = context.inventory()
+    situation = context.situation(inv, now)
+    if situation.last_ended:  # an operation may have changed the inventory (a switchover's new writer...)
+        inv = context.inventory(changed_after=situation.last_ended)
+    return inv, situation
+
+
 def judge_now(cluster_id, now=None, pending_due=False):
-    """Every rule of one cluster, now (the task judge_at() scheduled). pending_due: scheduled for a pending alert's end
-    of `for`: only the targets (a node, a backend, the cluster's pass, a channel) whose pending alerts are due are
-    judged, every rule of each (a cluster of many open alerts is not judged whole for one of them); none due any more
-    (a blip dropped, or opened again later: a flapping figure opens one at every poll): nothing is judged. Either way
-    the next judgement is scheduled for the earliest pending alert still to come, from the same one read (one already
-    past is left to the rounds' sweeps: a node that does not answer keeps its alerts pending, judging it again at
-    once would loop; one this judgement drops or holds costs that next judgement one query)."""
+    """Every rule of one cluster, now (the task judge_at() scheduled for a hold's end). pending_due: the judgement of
+    its pending alerts at their end of `for` (judge_due; tasks queued per cluster before the due set, or while Redis
+    did not answer)."""
     if not settings.ALERTS_ENABLED:
         return {}
     now = now or time.time()
-    due, later = None, []
     if pending_due:
         # Forgotten before reading what is pending: a round that opens one after this read schedules its own.
         _forget_judgement(cluster_id, now)
-        pending = _pending_times(cluster_id)
-        due = {target for target, fires_at in pending if fires_at <= now + 1.0}
-        later = [fires_at for _, fires_at in pending if fires_at > now]
-        if not due:
-            _judge_next(cluster_id, later)
-            return {}
-    inv = context.inventory()
+        return judge_due([cluster_id], now)
+    inv, situation = _judging_context(now)
     c = inv.clusters.get(cluster_id)
     if c is None:
         return {}
-    situation = context.situation(inv, now)
-    if situation.last_ended:
-        inv = context.inventory(changed_after=situation.last_ended)
-        c = inv.clusters.get(cluster_id) or c
-    only = due if due and _alone(c, due) else None
-    counts = apply(judge_clusters([c], situation, now, full=True, only=only), situation, now)
-    if pending_due:
-        _judge_next(cluster_id, later)
+    return apply(judge_clusters([c], situation, now, full=True), situation, now)
+
+
+def judge_due(cluster_ids, now):
+    """The judgement of these clusters' pending alerts at their end of `for`, together: one read of what is pending,
+    one inventory and situation, one read of documents per kind and one of open alerts for them all. In each cluster
+    only the targets (a node, a backend, the cluster's pass, a channel) whose pending alerts are due are judged, every
+    rule of each (a cluster of many open alerts is not judged whole for one of them; a due alert of a target judged
+    elsewhere, a mirror rule's or a digest's, judges its cluster whole); a cluster with none due any more (a blip
+    dropped, or opened again later: a flapping figure opens one at every poll) is not judged. Either way the next
+    judgement of each is scheduled for the earliest pending alert still to come, from the same one read (one already
+    past is left to the rounds' sweeps: a node that does not answer keeps its alerts pending, judging it again at once
+    would loop; one this judgement drops or holds costs that next judgement one query). The caller has taken the
+    clusters out of the due set before (judge_slot, judge_now). Returns apply()'s counts, {} when nothing was due."""
+    pending = _pending_times_of(cluster_ids)
+    due, later = {}, {}
+    for cluster_id, rows in pending.items():
+        targets = {target for target, fires_at in rows if fires_at <= now + 1.0}
+        if targets:
+            due[cluster_id] = targets
+        still_to_come = [fires_at for _, fires_at in rows if fires_at > now]
+        if still_to_come:
+            later[cluster_id] = min(still_to_come)
+    counts = {}
+    if due:
+        inv, situation = _judging_context(now)
+        by_targets, whole, only = [], [], set()
+        for cluster_id in sorted(due):
+            c = inv.clusters.get(cluster_id)
+            if c is None:
+                continue  # added since the inventory was read: the sweeps promote its due alerts
+            if _alone(c, due[cluster_id]):
+                by_targets.append(c)
+                only |= due[cluster_id]  # targets name their kind and pk: one set serves every cluster
+            else:
+                whole.append(c)
+        passes = judge_clusters(by_targets, situation, now, full=True, only=only) if by_targets else []
+        if whole:
+            passes += judge_clusters(whole, situation, now, full=True)
+        counts = apply(passes, situation, now)
+    judge_pending_at(later)
     return counts
-
-
-def _judge_next(cluster_id, later):
-    if later:
-        judge_at(cluster_id, min(later), pending_due=True)
 
 
 def _open(c, o, setting, hold, now, counts, writes):

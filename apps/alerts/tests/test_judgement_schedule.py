@@ -8,7 +8,6 @@ import base64
 import json
 import re
 import time
-from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
@@ -17,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.alerts import evaluate
 from apps.alerts.models import Alert, AlertState
+from apps.fleet.models import Cluster
 from apps.monitoring import live
 from apps.monitoring.tests import synthetic
 from conftest import free_port
@@ -24,15 +24,36 @@ from conftest import free_port
 from .conftest import set_rule
 
 
-def queued_judgements(r):
-    """[(cluster id, eta epoch)] of the alerts.judge_cluster tasks in the broker's queue (no worker takes them here)."""
+def queued(r, task):
+    """[(first argument, eta epoch or None)] of the tasks named `task` in the broker's queue (no worker takes them)."""
     out = []
     for raw in r.lrange("default", 0, -1):
         message = json.loads(raw)
-        if message["headers"]["task"] == "alerts.judge_cluster":
+        if message["headers"]["task"] == task:
             args = json.loads(base64.b64decode(message["body"]))[0]
-            out.append((args[0], datetime.fromisoformat(message["headers"]["eta"]).timestamp()))
+            eta = message["headers"]["eta"]
+            out.append((args[0], datetime.fromisoformat(eta).timestamp() if eta else None))
     return out
+
+
+def queued_judgements(r):
+    """[(cluster id, eta epoch)] of the alerts.judge_cluster tasks in the broker's queue (no worker takes them here)."""
+    return queued(r, "alerts.judge_cluster")
+
+
+def queued_slots(r):
+    """[(slot, eta epoch)] of the alerts.judge_due tasks (one per slot: every cluster due by its end judged together)."""
+    return queued(r, "alerts.judge_due")
+
+
+def due_set(r):
+    """{cluster id: when its pending alerts' judgement is due} as the due set holds it."""
+    return {int(pk): score for pk, score in r.zrange(evaluate.DUE_KEY, 0, -1, withscores=True)}
+
+
+def slot_eta(when):
+    """The eta of the task of the slot that judges an end of `for` at `when`."""
+    return evaluate.slot_end(evaluate._slot_of(when)) + 0.02
 
 
 def open_alert_reads(queries):
@@ -72,9 +93,12 @@ def test_a_flapping_fleet_queues_one_judgement_per_cluster(
     assert sorted(pending.values_list("cluster_id", flat=True)) == sorted(clusters)
     assert all(abs(a.since.timestamp() - (start + 25)) < 0.01 for a in pending)  # opened again by the last round
 
-    queued = queued_judgements(live_redis)
-    assert Counter(cid for cid, _ in queued) == Counter(clusters)  # was six per cluster: one per opening
-    assert all(abs(eta - (start + 30)) < 0.1 for _, eta in queued)  # the first opening's end of `for`
+    # Each cluster is due once, at the first opening's end of `for` (was six tasks per cluster: one per opening), and
+    # one task judges them all: their ends of `for` fall in one slot (was one task per cluster).
+    assert sorted(due_set(live_redis)) == sorted(clusters)
+    assert all(abs(when - (start + 30)) < 0.01 for when in due_set(live_redis).values())
+    assert queued_judgements(live_redis) == []
+    assert [eta for _, eta in queued_slots(live_redis)] == [pytest.approx(slot_eta(start + 30), abs=1e-3)]
 
 
 @pytest.mark.django_db
@@ -85,8 +109,25 @@ def test_an_earlier_end_of_for_is_scheduled_and_held_alerts_keep_their_own(live_
     evaluate.judge_at(cluster, start + 60.5, pending_due=True)  # covered by the one at 60 (within the slack)
     evaluate.judge_at(cluster, start + 90, pending_due=True)
     evaluate.judge_at(cluster, start + 30, pending_due=True)  # earlier: scheduled too
-    evaluate.judge_at(cluster, start + 45)  # a hold's end: always scheduled
-    assert sorted(round(eta - start) for _, eta in queued_judgements(live_redis)) == [30, 45, 60]
+    evaluate.judge_at(cluster, start + 45)  # a hold's end: always scheduled, a task of its own
+    assert sorted(eta for _, eta in queued_slots(live_redis)) == [
+        pytest.approx(slot_eta(start + 30), abs=1e-3),
+        pytest.approx(slot_eta(start + 60), abs=1e-3),
+    ]
+    assert due_set(live_redis) == {cluster: pytest.approx(start + 30, abs=1e-3)}  # the earliest asked for
+    assert [(pk, round(eta - start)) for pk, eta in queued_judgements(live_redis)] == [(cluster, 45)]
+
+
+@pytest.mark.django_db
+def test_a_judgement_lost_long_ago_stops_no_later_one(live_redis, celery_broker):
+    """A time in the due set long past is a task lost (a worker killed with its eta tasks): a later end of `for` is
+    scheduled all the same, after JUDGEMENT_GRACE_S (the sweeps promote what was due meanwhile)."""
+    [cluster], _, _ = synthetic.fleet(1, 1, 1)
+    start = time.time()
+    live_redis.zadd(evaluate.DUE_KEY, {cluster: start - evaluate.JUDGEMENT_GRACE_S - 1})
+    evaluate.judge_at(cluster, start + 30, pending_due=True)
+    assert due_set(live_redis) == {cluster: pytest.approx(start + 30, abs=1e-3)}
+    assert [eta for _, eta in queued_slots(live_redis)] == [pytest.approx(slot_eta(start + 30), abs=1e-3)]
 
 
 @pytest.mark.django_db
@@ -189,3 +230,103 @@ def test_a_due_judgement_reads_and_judges_only_the_targets_whose_alerts_are_due(
     assert counts["fired"] == 2
     assert set(Alert.objects.filter(rule="conn_errors").values_list("state", flat=True)) == {AlertState.FIRING}
     assert Alert.objects.filter(rule="backend_shunned", state=AlertState.FIRING).count() == elsewhere
+
+
+def pending_fleet(count, for_s, capture, sooner=()):
+    """`count` clusters of one node and one backend, each node's conn_errors pending after one round at `start` (due at
+    start + for_s, or start + for_s / 2 on the clusters at these indexes in `sooner`; the judgements scheduled as the
+    round's commit does). Returns (clusters, start, refresh): refresh(now) writes the documents again as polled at
+    `now`, still erroring (a judgement reads a stale node on its reachability only)."""
+    clusters, nodes, servers = synthetic.fleet(count, 1, 1)
+    set_rule("conn_errors", for_s=for_s)
+    for i in sooner:
+        set_rule("conn_errors", Cluster.objects.get(pk=clusters[i]), for_s=for_s / 2)
+    docs, backends = synthetic.publish(nodes, servers)
+    no_drift = {"ts": time.time(), "version": None, "error": "", "findings": [], "runtime": [], "tables": {}}
+    live.write_many(live.DRIFT, {pk: no_drift for pk in nodes})
+    start = time.time()
+    docs = one_round(docs, backends, start, 5.0, capture)
+    assert Alert.objects.filter(rule="conn_errors", state=AlertState.PENDING).count() == count
+
+    def refresh(now):
+        live.write_many(live.PROXYSQL, {pk: {**doc, "ts": now} for pk, doc in docs.items()})
+        live.write_many(live.BACKEND, {pk: {**doc, "ts": now, "last_ok": now} for pk, doc in backends.items()})
+
+    return clusters, start, refresh
+
+
+@pytest.mark.django_db
+def test_clusters_whose_pending_alerts_end_together_are_judged_by_one_task_in_a_few_queries(
+    live_redis, celery_broker, django_capture_on_commit_callbacks
+):
+    """Issue 40: 1,000 pending alerts ending their `for` together queued 1,000 alerts.judge_cluster tasks, each paying
+    a task and its own inventory, situation and open alerts read for ~2 ms of judging. Now one task per slot judges
+    every cluster due by then, with the reads shared: 198 clusters judged together cost no more SQL than 2."""
+    # `for` 10 and 20 s: the round over 200 clusters (seconds on a loaded machine) ends before either
+    clusters, start, refresh = pending_fleet(200, 20, django_capture_on_commit_callbacks, sooner=(0, 1))
+    assert queued_judgements(live_redis) == []  # was 200, one per cluster
+    slots = sorted(queued_slots(live_redis), key=lambda slot: slot[1])
+    assert [eta for _, eta in slots] == [
+        pytest.approx(slot_eta(start + 10), abs=1e-3),
+        pytest.approx(slot_eta(start + 20), abs=1e-3),
+    ]
+    assert sorted(due_set(live_redis)) == sorted(clusters)
+
+    refresh(start + 10)
+    with CaptureQueriesContext(connection) as two:
+        assert evaluate.judge_slot(slots[0][0], now=start + 10.5)["fired"] == 2
+    refresh(start + 20)
+    with CaptureQueriesContext(connection) as many:
+        counts = evaluate.judge_slot(slots[1][0], now=start + 20.5)
+
+    assert counts["fired"] == 198 and counts["clusters"] == 198
+    assert set(Alert.objects.filter(rule="conn_errors").values_list("state", flat=True)) == {AlertState.FIRING}
+    assert due_set(live_redis) == {}
+    # the open alerts of the 198 due nodes read in one statement (was one per cluster)
+    assert [len(targets) for targets in open_alert_reads(many.captured_queries)] == [198]
+    # pending times, inventory, situation, rule settings, open alerts, the fires' UPDATE, channels: the same few
+    # statements however many clusters (one cluster at a time took ~10 each, ~2,000 here; this test's caches are
+    # off, a worker's spare the inventory's and the situation's most of the time)
+    assert len(many.captured_queries) <= len(two.captured_queries) <= 20, [
+        q["sql"][:100] for q in many.captured_queries
+    ]
+
+
+@pytest.mark.django_db
+def test_a_slot_with_more_clusters_due_than_a_batch_queues_a_task_for_the_rest(
+    live_redis, celery_broker, django_capture_on_commit_callbacks, monkeypatch
+):
+    monkeypatch.setattr(evaluate, "JUDGEMENT_BATCH_MAX", 3)
+    clusters, start, _ = pending_fleet(7, 5, django_capture_on_commit_callbacks)
+    [(slot, eta)] = queued_slots(live_redis)
+    assert evaluate.judge_slot(slot, now=start + 5.5)["fired"] == 3
+    assert len(due_set(live_redis)) == 4
+    assert sorted(queued_slots(live_redis), key=str) == sorted(
+        [(slot, eta), (slot, None)], key=str
+    )  # the rest: at once
+    assert evaluate.judge_slot(slot, now=start + 5.6)["fired"] == 3
+    assert evaluate.judge_slot(slot, now=start + 5.7)["fired"] == 1
+    assert Alert.objects.filter(rule="conn_errors", state=AlertState.FIRING).count() == 7
+
+
+@pytest.mark.django_db
+def test_a_batch_that_dies_leaves_its_clusters_to_the_sweeps(
+    live_redis, celery_broker, django_capture_on_commit_callbacks, monkeypatch
+):
+    """A slot's task takes its clusters out of the due set before judging them (a round opening an alert meanwhile
+    schedules its own judgement): if it dies on its way, the rounds' sweeps still promote every due alert."""
+    clusters, start, _ = pending_fleet(5, 5, django_capture_on_commit_callbacks)
+    [(slot, _)] = queued_slots(live_redis)
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("the worker died")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate, "judge_clusters", dies)
+        with pytest.raises(RuntimeError):
+            evaluate.judge_slot(slot, now=start + 5.5)
+    assert due_set(live_redis) == {}
+    assert Alert.objects.filter(rule="conn_errors", state=AlertState.PENDING).count() == 5
+
+    evaluate.after_poll_round(live.PROXYSQL, {}, now=start + 6)  # a tick with nothing polled: the sweep
+    assert Alert.objects.filter(rule="conn_errors", state=AlertState.FIRING).count() == 5

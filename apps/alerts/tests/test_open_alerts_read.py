@@ -145,3 +145,5 @@ def test_the_rules_reads_find_open_and_pending_alerts_without_reading_resolved_h
     its history (20,000 resolved rows: 3.2-3.7 ms a read on SQLite, against 0.006-0.017 ms with these)."""
     assert "alert_target_open" in plan(evaluate._open_alerts_sql(2), ["pending"] * 3 + ["n1", "n2"])
     assert "alert_cluster_state" in plan(evaluate._pending_times_sql(), [1, "pending", False])
+    # the judgement of the clusters due together (evaluate.judge_due) reads theirs in one statement, as well indexed
+    assert "alert_cluster_state" in plan(evaluate._pending_times_sql(3), [1, 2, 3, "pending", False])
