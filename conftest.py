@@ -47,6 +47,60 @@ def _pool_server_ids_forgotten():
     pool.forget_servers()
 
 
+POST_MIGRATE_TABLES = ("django_content_type", "auth_permission")  # what post_migrate builds, in foreign-key order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _post_migrate_rows_written_back_after_flush():
+    """A transactional test ends with Django's flush of every table, which then sends post_migrate to build the
+    content types and permissions again from the models: 250-300 ms of ORM work a test (159 s of a CI run's
+    profile, docs/benchmarks.md). Those rows are the same every time, so the first flush of each database builds them
+    as Django does and keeps them, and the later ones write them back in two bulk inserts with the same ids
+    (apps/tests/test_flush_rows.py holds them equal to what post_migrate builds)."""
+    from django.core.management.commands import flush
+
+    built = flush.emit_post_migrate_signal
+    kept = {}
+
+    def build_or_write_back(verbosity, interactive, database, **kwargs):
+        if database not in kept:
+            built(verbosity, interactive, database, **kwargs)
+            kept[database] = post_migrate_rows(database)
+            return
+        write_rows(database, kept[database])
+
+    flush.emit_post_migrate_signal = build_or_write_back
+    yield
+    flush.emit_post_migrate_signal = built
+
+
+def post_migrate_rows(database):
+    """{table: (columns, rows)} of the tables post_migrate fills."""
+    from django.db import connections
+
+    connection = connections[database]
+    taken = {}
+    with connection.cursor() as cursor:
+        for table in POST_MIGRATE_TABLES:
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)} ORDER BY id")
+            taken[table] = ([c[0] for c in cursor.description], cursor.fetchall())
+    return taken
+
+
+def write_rows(database, taken):
+    from django.db import connections
+
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for table in POST_MIGRATE_TABLES:
+            columns, rows = taken[table]
+            placeholders = ",".join(["%s"] * len(columns))
+            cursor.executemany(
+                f"INSERT INTO {quote(table)} ({','.join(quote(c) for c in columns)}) VALUES ({placeholders})", rows
+            )
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
