@@ -375,6 +375,13 @@ CACHES = {
         "OPTIONS": {"socket_connect_timeout": 0.3, "socket_timeout": 0.5},
     },
     "api-throttle-local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"},
+    # Rendered report PDFs (reports.services.report_pdf), by a digest of their content: a few per process.
+    "report-pdf": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "report-pdf",
+        "TIMEOUT": 3600,
+        "OPTIONS": {"MAX_ENTRIES": 16},
+    },
 }
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

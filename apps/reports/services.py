@@ -8,6 +8,7 @@ run_due()       what beat calls: claims each due schedule with a conditional UPD
 No database transaction is held while mailing.
 """
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from email.mime.image import MIMEImage
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.mail import EmailMultiAlternatives
 from django.db import transaction
 from django.db.models import Q
@@ -274,12 +276,28 @@ def send_report(
 
 def report_pdf(report: Report) -> bytes:
     """The archived report as PDF bytes: the e-mailed HTML, its cid: charts fed from the archive. Nothing
-    else is fetched (no network, no file)."""
+    else is fetched (no network, no file). A render costs about a second of CPU (WeasyPrint's layout), so the bytes
+    are kept in the report-pdf cache under a digest of what they are made of (the HTML and every chart): the same
+    report downloaded again, or by a page reloaded in a loop, is rendered once, and a change to the report, its
+    charts or the template renders anew."""
+    pngs = {k: bytes(v) for k, v in report.charts.values_list("key", "png")}
+    html = render_html(report, report.data, charts_meta(report), "pdf")
+    made_of = hashlib.sha256(html.encode())
+    for key in sorted(pngs):
+        made_of.update(f"\0{key}\0{len(pngs[key])}\0".encode())
+        made_of.update(pngs[key])
+    cache_key = f"report-pdf:{made_of.hexdigest()}"
+    pdf = caches["report-pdf"].get(cache_key)
+    if pdf is None:
+        pdf = _render_pdf(html, pngs)
+        caches["report-pdf"].set(cache_key, pdf)
+    return pdf
+
+
+def _render_pdf(html: str, pngs: dict[str, bytes]) -> bytes:
     # why: WeasyPrint (Pango, fonts) loads only when a PDF is rendered
     from weasyprint import HTML
     from weasyprint.urls import URLFetcher, URLFetcherResponse
-
-    pngs = {k: bytes(v) for k, v in report.charts.values_list("key", "png")}
 
     class ArchiveFetcher(URLFetcher):
         def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
@@ -287,7 +305,6 @@ def report_pdf(report: Report) -> bytes:
                 return URLFetcherResponse(url, pngs[url[4:]], {"Content-Type": "image/png"})
             raise ValueError(f"the PDF fetches nothing but its own charts ({url[:80]})")
 
-    html = render_html(report, report.data, charts_meta(report), "pdf")
     return HTML(string=html, url_fetcher=ArchiveFetcher(), base_url=settings.REPORTS_BASE_URL).write_pdf()
 
 
