@@ -9,8 +9,9 @@ kept ONLINE over a SHUNNED blip). The pool's packed snapshots are aggregated her
 The rollups read rows; once they have, a ProxySQL node's rows become history chunks (chunks.py).
 """
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple, TypedDict, TypeVar
+from typing import NamedTuple, TypedDict
 
 from django.conf import settings
 from django.db import transaction
@@ -20,10 +21,6 @@ from django.utils import timezone
 
 from . import chunks, pool
 from .models import HOUR, MINUTE, RAW, BackendSample, MirrorRuleSample, PoolSnapshot, ProxySQLSample, RollupMark
-
-# A table the rollups read: these, and those the apps above add (dr: ChannelSample, in its ready()); read through
-# its _default_manager (its `objects`: a generic model declares none to the type checker).
-Sample = TypeVar("Sample", bound=Model)
 
 
 class Spec(NamedTuple):
@@ -35,6 +32,8 @@ class Spec(NamedTuple):
     worst_min: list[str]  # worst-of as Min
 
 
+# The tables the rollups read: these, and those the apps above add (dr: ChannelSample, in its ready()); each read
+# through its _default_manager (its `objects`: a model class taken as any model declares none to the type checker).
 SPECS: dict[type[Model], Spec] = {
     ProxySQLSample: Spec(
         ["node_id"],
@@ -76,7 +75,7 @@ def _aggregates(model: type[Model]) -> dict[str, Aggregate]:
     return out
 
 
-def _bucket_rows(model: type[Sample], bucket: QuerySet[Sample], start: datetime, target: int) -> list[Sample]:
+def _bucket_rows(model: type[Model], bucket: QuerySet[Model], start: datetime, target: int) -> Sequence[Model]:
     """The unsaved `target` rows of one bucket (`bucket`: its finer rows)."""
     if model is PoolSnapshot:
         return pool.rollup(bucket.values_list("node_id", "servers"), start, target)
@@ -93,7 +92,7 @@ def _floor(ts: datetime, seconds: int) -> datetime:
 
 
 def rollup(
-    model: type[Sample], source: int, target: int, now: datetime | None = None, max_buckets: int = 24 * 60
+    model: type[Model], source: int, target: int, now: datetime | None = None, max_buckets: int = 24 * 60
 ) -> int:
     """Aggregate complete `target`-second buckets of `source` rows into `target` rows. Returns the count."""
     now = now or timezone.now()
