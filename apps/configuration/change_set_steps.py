@@ -1,12 +1,18 @@
 """The executor's steps for change sets (registered in change_set_kind.py): read back every node's runtime, and
 record the version once the nodes run it."""
 
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
 from django.db import transaction
 
 from apps.audit.actor import Actor
 from apps.audit.services import record as record_event
 from apps.clients import proxysql_versions as versions
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.fleet.models import Cluster
 from apps.plans.registry import StepFailed, capture
+from apps.plans.vocabulary import Step
 
 from . import content as C
 from . import nodes as N
@@ -17,7 +23,34 @@ from .services import known_secrets, record_version
 from .statements import diff_scope
 
 
-def verify(run, step, row, executed, detail):
+class Operation(Protocol):
+    """What these steps read of operations.Operation (an app above: not imported)."""
+
+    @property
+    def pk(self) -> int: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def title(self) -> str: ...
+
+
+class Run(Protocol):
+    """What these steps use of the executor's run (operations/executor.py Run: an app above, not imported)."""
+
+    @property
+    def op(self) -> Operation: ...
+    @property
+    def pool(self) -> ThreadPoolExecutor: ...
+    def admin(self, node_id: str) -> ProxySQLAdmin: ...
+    def plan_nodes(self) -> list[str]: ...  # the ids (step.nodes' keys: strings) of the nodes the plan writes
+    def defer(self, node_id: str, exc: Exception) -> None: ...
+
+
+# A step handler's arguments beside the run (registry.StepHandler.execute): `row` is the step's
+# operations.OperationStep (an app above; unused here), `executed` what it ran, `detail` the step's JSON detail.
+
+
+def verify(run: Run, step: Step, row: object, executed: list[str], detail: dict[str, Any]) -> None:
     """Every node's runtime equals the new configuration in the rows this change set wrote (a write-back: every
     row of the tables it touched), Monitor's placement in a native manager's hostgroups folded back; a password the
     change set kept is the node's own, whatever it is."""
@@ -28,7 +61,9 @@ def verify(run, step, row, executed, detail):
     write_back = cs.source == "write_back"
     rows, variables, new_passwords = diff_scope(C.diff(cs.base.content, target))
 
-    def fields(c):  # what to report of a difference; None when the change set did not write it
+    def fields(
+        c: C.RowChange,
+    ) -> list[str] | None:  # what to report of a difference; None when the change set did not write it
         if write_back:
             return c.fields if c.table in tables else None
         if (c.table, c.key) not in rows:
@@ -38,7 +73,7 @@ def verify(run, step, row, executed, detail):
 
     same_secret = C.same_secret(known_secrets(cs.cluster).get)
 
-    def one(node_id):  # in a pool thread: network only
+    def one(node_id: str) -> list[str]:  # in a pool thread: network only
         layers = N.read_layers(run.admin(node_id), ("runtime",), tables=tables)
         servers = layers["runtime"].get("mysql_servers")
         if servers is not None:  # where ProxySQL's own manager moved them is not a difference (fleet/native.py)
@@ -66,7 +101,7 @@ def verify(run, step, row, executed, detail):
         ]
 
     node_ids = [n for n in run.plan_nodes()]
-    problems = {}
+    problems: dict[str, list[str]] = {}
     for node_id, (found, error) in zip(node_ids, run.pool.map(capture(one), node_ids)):
         if error is not None:
             run.defer(node_id, error)  # past the point of no return (a dead run finished): kept for later
@@ -78,7 +113,7 @@ def verify(run, step, row, executed, detail):
         raise StepFailed("runtime differs from the new configuration: " + "; ".join(detail["problems"][:20]))
 
 
-def record(run, step, row, executed, detail):
+def record(run: Run, step: Step, row: object, executed: list[str], detail: dict[str, Any]) -> None:
     op = run.op
     with transaction.atomic():
         cs = ChangeSet.objects.select_for_update().select_related("base", "result").get(pk=step.params["change_set"])

@@ -5,19 +5,38 @@ parallel, each bounded by the client's timeouts, so one node that does not answe
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
-from apps.clients.proxysql import configured_status, in_this_context, node_admin, with_clusters
+from apps.clients.proxysql import Layer, ProxySQLAdmin, configured_status, in_this_context, node_admin, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet import native
+from apps.fleet.models import Cluster, ProxySQLNode
 
-from .content import ROLE_KEYS, claimed_hostgroups, in_scope, managed_variables, password_hash, runtime_users, sort
-from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, typed_row
+from .content import (
+    ROLE_KEYS,
+    Content,
+    claimed_hostgroups,
+    in_scope,
+    managed_variables,
+    password_hash,
+    runtime_users,
+    sort,
+)
+from .tables import MYSQL_QUERY_RULES, MYSQL_SERVERS, MYSQL_USERS, TABLES, VARIABLES, RowError, Value, typed_row
 from .secrets import safe
 from .statements import NodePlan
 from .variables import SECRETS
+
+# A node's layers as read: {"memory": content, "runtime": content}, each content with every managed table's rows
+# and the variables (content.py's shape, not yet scoped to a cluster).
+Layers = dict[Layer, Content]
+ServerRows = list[dict[str, Value]]
+# build(admin, layers, node, shunned): a caller's plan made with the node's connection still open.
+Build = Callable[[ProxySQLAdmin, Layers, ProxySQLNode, ServerRows], NodePlan]
 
 
 @dataclass
@@ -27,20 +46,25 @@ class NodeConfig:
 
     node_id: int
     name: str
-    layers: dict = field(default_factory=dict)
+    layers: Layers = field(default_factory=dict)
     error: str = ""
     error_kind: str = ""
     plan: NodePlan | None = None  # what a caller's build() made with the open connection (a plan's statements)
-    shunned: list = field(default_factory=list)  # runtime mysql_servers rows ProxySQL itself set SHUNNED
+    shunned: ServerRows = field(default_factory=list)  # runtime mysql_servers rows ProxySQL itself set SHUNNED
 
 
-def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
+def read_layers(
+    admin: ProxySQLAdmin,
+    layers: Sequence[Layer] = ("memory", "runtime"),
+    tables: Collection[str] | None = None,
+    shunned: ServerRows | None = None,
+) -> Layers:
     """Every managed table and the variables of each layer; only `tables` (names) when given (a table not read
     is an empty list, the variables an empty dict unless "global_variables" is named). `shunned`, a list, gets
     the runtime mysql_servers rows whose status ProxySQL set itself (read as their configured status)."""
-    out = {}
+    out: Layers = {}
     for layer in layers:
-        data = {}
+        data: Content = {}
         for table in TABLES:
             if tables is not None and table.name not in tables:
                 data[table.name] = []
@@ -57,11 +81,11 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
                 raise ClientError(admin.name, f"read {table.name}", str(exc)) from None
             if table is MYSQL_USERS and layer == "runtime":
                 rows = runtime_users(rows)
-            if table is MYSQL_SERVERS:
+            if table is MYSQL_SERVERS:  # status: a NOT NULL text column
                 if layer == "runtime" and shunned is not None:
-                    shunned += [dict(r) for r in rows if configured_status(r["status"].upper()) != r["status"].upper()]
+                    shunned += [dict(r) for r in rows if configured_status(_status(r)) != _status(r)]
                 for r in rows:
-                    r["status"] = configured_status(r["status"].upper())
+                    r["status"] = configured_status(_status(r))
             data[table.name] = rows
         read_variables = tables is None or VARIABLES in tables
         data[VARIABLES] = admin.all_variables(layer) if read_variables else {}
@@ -69,12 +93,18 @@ def read_layers(admin, layers=("memory", "runtime"), tables=None, shunned=None):
     return out
 
 
-def read_node(node, layers=("memory", "runtime"), build=None):
+def _status(row: Mapping[str, Value]) -> str:
+    return str(row["status"]).upper()
+
+
+def read_node(
+    node: ProxySQLNode, layers: Sequence[Layer] = ("memory", "runtime"), build: Build | None = None
+) -> NodeConfig:
     """One node's layers; `build(admin, layers, node, shunned)`, if given, runs with the connection still open (plans
     render their statements with the node's own escaping; shunned: the runtime rows ProxySQL set SHUNNED)."""
     try:
         with node_admin(node) as admin:  # at an operation's start, the executor's open connection
-            shunned = []
+            shunned: ServerRows = []
             data = read_layers(admin, layers, shunned=shunned)
             return NodeConfig(
                 node.pk, node.name, data, plan=build(admin, data, node, shunned) if build else None, shunned=shunned
@@ -83,16 +113,18 @@ def read_node(node, layers=("memory", "runtime"), build=None):
         return NodeConfig(node.pk, node.name, error=str(exc), error_kind=exc.kind)
 
 
-def read_nodes(nodes, layers, *, deadline, workers=32):
+def read_nodes(
+    nodes: Iterable[ProxySQLNode], layers: Sequence[Layer], *, deadline: float, workers: int = 32
+) -> dict[int, NodeConfig]:
     """{node_pk: NodeConfig} of the nodes (any clusters') read concurrently, those read by `deadline` (a
     time.monotonic() instant) only: a node still being read then is left out (its read ends by the client's own
     timeouts, unawaited). The drift watcher's: a fleet of silent nodes must not make it run past its beat."""
-    nodes = with_clusters(nodes)  # their TLS setting read here, not on the threads
-    if not nodes:
+    listed = with_clusters(nodes)  # their TLS setting read here, not on the threads
+    if not listed:
         return {}
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(nodes)), thread_name_prefix="drift-read")
-    futures = {pool.submit(read_node, n, layers): n.pk for n in nodes}
-    done = {}
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(listed)), thread_name_prefix="drift-read")
+    futures: dict[Future[NodeConfig], int] = {pool.submit(read_node, n, layers): n.pk for n in listed}
+    done: dict[int, NodeConfig] = {}
     try:
         for future in as_completed(futures, timeout=max(0.0, deadline - time.monotonic())):
             done[futures[future]] = future.result()
@@ -100,26 +132,40 @@ def read_nodes(nodes, layers, *, deadline, workers=32):
         pass
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    return {n.pk: done[n.pk] for n in nodes if n.pk in done}
+    return {n.pk: done[n.pk] for n in listed if n.pk in done}
 
 
-def read_cluster(cluster, layers=("memory", "runtime"), nodes=None, build=None):
+def read_cluster(
+    cluster: Cluster,
+    layers: Sequence[Layer] = ("memory", "runtime"),
+    nodes: Iterable[ProxySQLNode] | None = None,
+    build: Build | None = None,
+) -> dict[int, NodeConfig]:
     """{node_pk: NodeConfig} for the cluster's ProxySQL nodes (or the given ones), read concurrently."""
-    nodes = with_clusters(nodes if nodes is not None else cluster.proxysql_nodes.order_by("pk"))
-    if not nodes:
+    listed = with_clusters(nodes if nodes is not None else cluster.proxysql_nodes.order_by("pk"))
+    if not listed:
         return {}
-    with ThreadPoolExecutor(max_workers=min(16, len(nodes)), thread_name_prefix="config-read") as pool:
-        return {nc.node_id: nc for nc in pool.map(in_this_context(lambda n: read_node(n, layers, build)), nodes)}
+
+    def one(node: ProxySQLNode) -> NodeConfig:
+        return read_node(node, layers, build)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(listed)), thread_name_prefix="config-read") as pool:
+        return {nc.node_id: nc for nc in pool.map(in_this_context(one), listed)}
 
 
-def scoped(layer, hostgroups):
+def scoped(layer: Mapping[str, Any], hostgroups: Collection[int]) -> Content:
     """A node layer cut down to what a cluster's configuration holds: its hostgroups' rows, managed variables."""
-    out = {t.name: [r for r in layer[t.name] if in_scope(t, r, hostgroups)] for t in TABLES}
+    out: Content = {t.name: [r for r in layer[t.name] if in_scope(t, r, hostgroups)] for t in TABLES}
     out[VARIABLES] = managed_variables(layer[VARIABLES])
     return out
 
 
-def as_content(layer, roles, hostgroups, memory=None):
+def as_content(
+    layer: Mapping[str, Any],
+    roles: Mapping[str, int | None],
+    hostgroups: Collection[int],
+    memory: Mapping[str, Any] | None = None,
+) -> tuple[Content, dict[str, str]]:
     """A node layer as a configuration (version 1 at adoption, or 'take this node's runtime'), plus the
     secret values it names: (content, {secret name: value}). Passwords become named secrets: a user's as
     the hash ProxySQL accepts, a password variable as written. `memory`: the node's memory layer, whose inactive
@@ -139,7 +185,7 @@ def as_content(layer, roles, hostgroups, memory=None):
                 if not row["active"] and table.key_of(row) not in present:
                     present.add(table.key_of(row))
                     content[table.name].append(dict(row))
-    secrets = {}
+    secrets: dict[str, str] = {}
     for row in content[MYSQL_USERS.name]:
         if row["password"] not in (None, ""):
             name = f"mysql_users/{safe(row['username'])}"

@@ -4,7 +4,7 @@ transaction; the network reads (nodes.py) happen before, never inside one."""
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, overload
 
 from django.db import transaction
 
@@ -265,6 +265,20 @@ def with_roles(content: Content, roles: Mapping[str, int | bool | None]) -> Cont
     return C.sort(out)
 
 
+@overload
+def record_version(
+    cluster: Cluster, content: Content, *, actor: Actor, reason: str, source: str, operation: Any = None
+) -> ConfigVersion: ...
+@overload
+def record_version(
+    cluster: Cluster,
+    content: Callable[[ConfigVersion | None], Content],
+    *,
+    actor: Actor,
+    reason: str,
+    source: str,
+    operation: Any = None,
+) -> ConfigVersion | None: ...
 def record_version(
     cluster: Cluster,
     content: Content | Callable[[ConfigVersion | None], Content],
@@ -281,7 +295,8 @@ def record_version(
 
     `content` is the new configuration, or a function of the latest version (None only for a cluster's version 1:
     record_first_version, adoption) returning it, read under the cluster's lock (an operation's change on top of
-    whatever is latest). Returns the version; None when a change on top of the latest changes nothing."""
+    whatever is latest). Returns the version; None when a change on top of the latest changes nothing (a function
+    only: a content given is always recorded)."""
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one version number at a time
         parent = latest(cluster)

@@ -4,6 +4,7 @@ rules that route it on each cluster it ran on, and its example queries (examples
 Reads only; bounded: at most WINDOWS_SHOWN windows, ROUTES_SHOWN (cluster, user, schema) walks, examples.KEEP examples.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import redis
@@ -14,8 +15,9 @@ from apps.fleet.models import Cluster, ProxySQLNode
 from apps.monitoring import live
 
 from . import examples as examples_mod
-from .models import DigestSource, DigestStat
-from .selectors import Filters, proxysql_extremes, _where
+from .examples import Example
+from .models import Digest, DigestSource, DigestStat
+from .selectors import BreakdownRow, Filters, Window, proxysql_extremes, _where
 
 WINDOWS_SHOWN = 60
 ROUTES_SHOWN = 6
@@ -37,11 +39,11 @@ class WindowRow:
     )
 
     @property
-    def avg_us(self):
+    def avg_us(self) -> float | None:
         return self.total_us / self.count if self.count else None
 
 
-def latency_windows(digest, window, filters):
+def latency_windows(digest: Digest, window: Window, filters: Filters) -> list[WindowRow]:
     """The digest's count, sum, min and max per stored window and hostgroup, newest first (WINDOWS_SHOWN windows); a
     hostgroup's mirrored copies are a row of their own, labelled."""
     table = DigestStat._meta.db_table
@@ -61,7 +63,7 @@ def latency_windows(digest, window, filters):
         )
         rows = cur.fetchall()
     sources = {s.pk: s for s in DigestSource.objects.filter(pk__in={r[2] for r in rows})}
-    grouped = {}
+    grouped: dict[tuple[int, int, bool], WindowRow] = {}  # (ts, hostgroup, copies)
     for resolution, ts, source_id, count, total, least, most, mirrored in rows:
         s = sources.get(source_id)
         if s is None:
@@ -86,19 +88,27 @@ def latency_windows(digest, window, filters):
     return out
 
 
-def examples(digest, cluster_id=None, *, literals):
+class ShownExample(Example):
+    """An example as the digest page shows it: its place in the list (explain.py's example_index), its node's name."""
+
+    index: int
+    node_name: str
+
+
+def examples(digest: Digest, cluster_id: int | None = None, *, literals: bool) -> list[ShownExample]:
     """The digest's example queries, newest first; `literals` False (a viewer): each text as its digest form."""
     try:
         found = examples_mod.of_digest(live.client(), digest.digest_text, cluster_id)
     except redis.RedisError:
         return []
     names = dict(ProxySQLNode.objects.filter(pk__in={e.get("node") for e in found}).values_list("pk", "name"))
+    shown: list[ShownExample] = []
     for i, e in enumerate(found):
-        e["index"] = i
-        e["node_name"] = names.get(e.get("node"), "(node removed)")
+        one: ShownExample = {**e, "index": i, "node_name": names.get(e.get("node"), "(node removed)")}
         if not literals:
-            e["text"] = rule_tester.normalise(e["text"])
-    return found
+            one["text"] = rule_tester.normalise(e["text"])
+        shown.append(one)
+    return shown
 
 
 @dataclass
@@ -107,15 +117,16 @@ class Route:
     username: str
     schemaname: str
     version: int | None
-    outcome: object = None  # rule_tester.Outcome, None without a configuration version
-    matched: list = field(default_factory=list)  # the rules that matched, in walk order
+    outcome: rule_tester.Outcome | None = None  # None without a configuration version
+    matched: list[rule_tester.Step] = field(default_factory=list)  # the rules that matched, in walk order
 
 
-def routes(digest, breakdown, example_text=""):
+def routes(digest: Digest, breakdown: Iterable[BreakdownRow], example_text: str = "") -> list[Route]:
     """Per (cluster, user, schema) the digest ran as in the window (the breakdown's sources, busiest first): the walk
     of the cluster's current query rules (digest, match_digest and match_pattern, each search bounded by
     monitoring.rule_regex through the rule tester). match_pattern is tried on an example's text when there is one."""
-    seen, out = set(), []
+    seen: set[tuple[int, str, str]] = set()
+    out: list[Route] = []
     batch = rule_tester.Batch()  # the page's walks share one budget (RULE_WALK_BUDGET_S)
     for b in breakdown:
         s = b["source"]

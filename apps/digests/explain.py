@@ -22,14 +22,17 @@ import redis
 import sqlparse
 
 from apps.audit import services as audit
+from apps.audit.actor import Actor
 from apps.clients.backend import BackendClient
 from apps.clients.credential_hosts import credentials_allowed
-from apps.clients.wire import ClientError
+from apps.clients.wire import ClientError, Row
 from apps.configuration import services as config_services
 from apps.fleet.models import Cluster, HostgroupMembership, Server
 from apps.monitoring import live
 
 from . import examples as examples_mod
+from .examples import Example
+from .models import Digest
 
 LIMIT_S = 2.0  # max_statement_time: an EXPLAIN that needs longer (a derived table it must run) is cut by the server
 SHOWN_ROWS = 200
@@ -46,11 +49,11 @@ class Explained:
     hostgroup: int | None = None
     user: str = ""
     limit_s: float = LIMIT_S
-    columns: list = field(default_factory=list)
-    rows: list = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
 
-def check_statement(text):
+def check_statement(text: str | None) -> str:
     """The statement to EXPLAIN, or Refused: exactly one statement, a SELECT, with values (no placeholders)."""
     statements = [s for s in sqlparse.parse(text or "") if s.value.strip().strip(";").strip()]
     if not statements:
@@ -71,10 +74,11 @@ def check_statement(text):
     return str(statement).strip().rstrip(";").strip()
 
 
-def _server(cluster, example):
+def _server(cluster: Cluster, example: Example) -> Server:
     """The fleet.Server to EXPLAIN on (see the module's docstring), or Refused."""
-    if example.get("server"):
-        host, port = example["server"]
+    ran_on = example.get("server")
+    if ran_on:
+        host, port = ran_on
         server = Server.objects.filter(cluster=cluster, hostname=host, port=port).first()
         if server is not None:
             return server
@@ -91,7 +95,7 @@ def _server(cluster, example):
     return membership.server
 
 
-def _check_user(cluster):
+def _check_user(cluster: Cluster) -> None:
     if not cluster.explain_user:
         raise Refused(
             f"{cluster.name} has no EXPLAIN user: an admin sets a dedicated read-only backend user"
@@ -111,10 +115,11 @@ def _check_user(cluster):
         )
 
 
-def explain(digest, example_index, *, cluster_id=None, actor):
+def explain(digest: Digest, example_index: int, *, cluster_id: int | None = None, actor: Actor) -> Explained:
     """EXPLAIN the digest's example number `example_index` (analysis.examples' order). Returns Explained (its
     `refused` says why when it was not run). Audited either way, after the backend answered (no transaction open)."""
-    outcome, cluster = Explained(), None
+    outcome = Explained()
+    cluster: Cluster | None = None
     try:
         try:
             found = examples_mod.of_digest(live.client(), digest.digest_text, cluster_id)

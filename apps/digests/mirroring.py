@@ -7,47 +7,66 @@ the node's fleet.MirrorRule rows (the latest read), so a rule added after adopti
 """
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
+from typing import Any, TypedDict
 
 from django.db import transaction
 
+from apps.clients.proxysql import ProxySQLAdmin
 from apps.fleet.models import MirrorRule
 from apps.monitoring import mirror
 from apps.monitoring.models import MirrorRuleSample
 
+from .deltas import Delta
 from .models import Digest
 
 COUNTERS = {"questions": "Questions", "stmt_execute": "Com_frontend_stmt_execute"}
 
+
+class MirrorBaseline(TypedDict):
+    """What the next poll needs of this one (kept with the digest baseline in Redis: encode, decode)."""
+
+    hits: dict[int, int]  # {rule_id: hits} of the mirror rules
+    counters: dict[str, int | None]  # COUNTERS' keys -> stats_mysql_global's value, None when not told
+
+
+class MirrorRead(MirrorBaseline):
+    """One poll's mirror read (read())."""
+
+    rules: list[dict[str, Any]]  # the mirroring rules, as dicts of QueryRule's columns (mirror.Rule)
+
+
 # Per worker process: the rules last written per node, so an unchanged set costs no database read.
-_written_rules = {}
+_written_rules: dict[int, dict[int, dict[str, object]]] = {}
 
 
-def forget_caches():
+def forget_caches() -> None:
     _written_rules.clear()
 
 
-def read(admin, stats):
+def read(admin: ProxySQLAdmin, stats: Mapping[str, str]) -> MirrorRead:
     """What this poll knows about mirroring on one node (network: one or two light statements).
     `stats`: stats_mysql_global as the poll read it."""
     rules = [asdict(r) for r in admin.mirroring_rules()]
     ids = [r["rule_id"] for r in rules if mirror.is_mirror(r)]
-    counters = {}
+    counters: dict[str, int | None] = {}
     for key, name in COUNTERS.items():
+        value = stats.get(name)
         try:
-            counters[key] = int(stats.get(name))
-        except (TypeError, ValueError):
+            counters[key] = int(value) if value is not None else None
+        except ValueError:
             counters[key] = None
     return {"rules": rules, "hits": admin.query_rule_hits(ids) if ids else {}, "counters": counters}
 
 
-def encode(state):
+def encode(state: MirrorBaseline) -> bytes:
     """The part of a poll's mirror read the next poll needs, for the baseline hash in Redis."""
     return json.dumps({"hits": {str(k): v for k, v in state["hits"].items()}, "counters": state["counters"]}).encode()
 
 
-def decode(raw):
+def decode(raw: bytes) -> MirrorBaseline | None:
     try:
         doc = json.loads(raw)
         return {"hits": {int(k): int(v) for k, v in doc["hits"].items()}, "counters": doc["counters"]}
@@ -55,7 +74,7 @@ def decode(raw):
         return None  # unreadable: this window gets no figure, the next one will
 
 
-def _texts(hashes, fresh):
+def _texts(hashes: Sequence[str], fresh: Mapping[str, str]) -> dict[str, str]:
     texts = {h: fresh[h] for h in hashes if h in fresh}
     missing = [h for h in hashes if h not in texts]
     for i in range(0, len(missing), 900):
@@ -63,7 +82,12 @@ def _texts(hashes, fresh):
     return texts
 
 
-def mark_copies(rules, deltas, fresh_texts, spent=None):
+def mark_copies(
+    rules: Iterable[mirror.Rule],
+    deltas: Sequence[Delta],
+    fresh_texts: Mapping[str, str],
+    spent: mirror.Spent | None = None,
+) -> list[bool | None]:
     """Per delta of this poll, in order: True when its executions are a mirror rule's copies (ProxySQL counts a copy
     under the original's digest in the rule's mirror hostgroup: an active rule of the node sends copies to the
     delta's hostgroup and matches its text, user and schema), False when not, None when not known (a pattern that
@@ -71,7 +95,7 @@ def mark_copies(rules, deltas, fresh_texts, spent=None):
     (DigestStat.mirrored), so the pages rank from a column instead of matching the rules at each request. `spent`: the
     poll's one budget, shared with sample_rows."""
     spent = spent if spent is not None else mirror.Spent()
-    by_hostgroup = {}
+    by_hostgroup: dict[int, list[mirror.Matcher]] = {}
     for r in sorted(rules, key=lambda r: r["rule_id"]):
         if r.get("active") and r.get("mirror_hostgroup") is not None:
             matcher = mirror.Matcher.of(r, spent)
@@ -85,7 +109,7 @@ def mark_copies(rules, deltas, fresh_texts, spent=None):
     return [_copies(by_hostgroup.get(d.hostgroup, ()), d, texts.get(d.digest, "")) for d in deltas]
 
 
-def _copies(matchers, delta, text):
+def _copies(matchers: Iterable[mirror.Matcher], delta: Delta, text: str) -> bool | None:
     unknown = False
     for m in matchers:
         if any(
@@ -99,7 +123,16 @@ def _copies(matchers, delta, text):
     return None if unknown else False
 
 
-def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_texts, spent=None):
+def sample_rows(
+    node_pk: int,
+    ts: int,
+    interval_s: float,
+    now_state: MirrorRead,
+    before_state: MirrorBaseline,
+    deltas: Sequence[Delta],
+    fresh_texts: Mapping[str, str],
+    spent: mirror.Spent | None = None,
+) -> tuple[mirror.Window | None, list[MirrorRuleSample]]:
     """Measure the window and return (mirror.Window, [MirrorRuleSample]) (database reads only). `spent`: the poll's one
     budget, shared with mark_copies (what the marks spent is not spent again here)."""
     hostgroups = {r["mirror_hostgroup"] for r in now_state["rules"] if r.get("mirror_hostgroup") is not None}
@@ -138,9 +171,9 @@ def sample_rows(node_pk, ts, interval_s, now_state, before_state, deltas, fresh_
     return window, rows
 
 
-def sync_rules(node_pk, rules):
+def sync_rules(node_pk: int, rules: Iterable[mirror.Rule]) -> None:
     """Make the node's MirrorRule rows the mirror rules read at this poll (inside the caller's transaction)."""
-    wanted = {
+    wanted: dict[int, dict[str, object]] = {
         r["rule_id"]: {
             "active": bool(r["active"]),
             "match_digest": r["match_digest"] or "",
@@ -165,5 +198,5 @@ def sync_rules(node_pk, rules):
     transaction.on_commit(lambda: _written_rules.__setitem__(node_pk, wanted))
 
 
-def store_samples(rows):
+def store_samples(rows: Iterable[MirrorRuleSample]) -> None:
     MirrorRuleSample.objects.bulk_create(rows)

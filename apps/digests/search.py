@@ -16,14 +16,17 @@ by index_words() after each digest rollup) are always read.
 """
 
 import re
+from collections.abc import Sequence
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models.constants import OnConflict
 
 from .models import Digest, DigestWord, DigestWordUse
 
 WORD = re.compile(r"[a-z0-9_]+")
-WORD_MAX = DigestWord._meta.get_field("word").max_length
+# a CharField's max_length: never None (the stubs type it for every field)
+WORD_MAX: int = DigestWord._meta.get_field("word").max_length  # type: ignore[assignment]
 ALWAYS_READ = ""  # the word of texts the index cannot split
 MIN_RUN = 3
 CHUNK = 900  # values per IN (...) or rows per INSERT: under SQLite's 999 variables
@@ -31,11 +34,11 @@ INDEX_BATCH = 20_000  # digests indexed per run of the rollup task (about 2 s)
 LOOKUPS_MAX = 2_000  # up to this many candidates are matched by primary key; more: one scan of the texts
 
 
-def _plain(text):
+def _plain(text: str) -> bool:
     return all(" " <= ch <= "~" for ch in text)
 
 
-def words_of(text):
+def words_of(text: str) -> set[str]:
     """The words of a digest text, or {ALWAYS_READ} when the index cannot stand for it."""
     if not _plain(text):
         return {ALWAYS_READ}
@@ -45,13 +48,13 @@ def words_of(text):
     return words
 
 
-def search_text(text):
+def search_text(text: str) -> str | None:
     """The copy of a text a search matches byte for byte (its lower case), or None: match the text through the
     database's collation (it folds accents and ignores control characters, a byte compare would not)."""
     return text.lower() if _plain(text) else None
 
 
-def key_run(search):
+def key_run(search: str) -> str | None:
     """The run of the term the index looks up (its longest), or None: match every text."""
     if not _plain(search):
         return None
@@ -60,15 +63,15 @@ def key_run(search):
     return best if len(best) >= MIN_RUN else None
 
 
-def index_words(limit=INDEX_BATCH):
+def index_words(limit: int = INDEX_BATCH) -> int:
     """Index the words of up to `limit` digests not indexed yet. Returns how many were indexed."""
     rows = list(Digest.objects.filter(words_indexed=False).order_by("pk").values_list("pk", "digest_text")[:limit])
     if not rows:
         return 0
     words = {pk: words_of(text) for pk, text in rows}
-    vocabulary = sorted(set().union(*words.values()))
+    vocabulary = sorted(set[str]().union(*words.values()))
     with transaction.atomic():
-        ids = {}
+        ids: dict[str, int] = {}
         for i in range(0, len(vocabulary), CHUNK):
             chunk = vocabulary[i : i + CHUNK]
             ids.update(DigestWord.objects.filter(word__in=chunk).values_list("word", "pk"))
@@ -101,14 +104,16 @@ def index_words(limit=INDEX_BATCH):
     return len(rows)
 
 
-def matching_ids(condition, params, search, limit, digest_hash=None):
+def matching_ids(
+    condition: str, params: Sequence[str], search: str, limit: int, digest_hash: str | None = None
+) -> list[int] | None:
     """Ids of the digests `condition` (over alias d: the exact text match, or the hash `digest_hash`)
     holds for, or None when more than `limit` do. Reads only the texts the index cannot rule out."""
     table = Digest._meta.db_table
-    found = set()
+    found: set[int] = set()
     with connection.cursor() as cur:
 
-        def read(sql, args):
+        def read(sql: str, args: Sequence[str | int | bool]) -> bool:
             cur.execute(f"{sql} LIMIT {limit + 1 - len(found)}", args)
             found.update(r[0] for r in cur.fetchall())
             return len(found) <= limit
@@ -128,15 +133,15 @@ def matching_ids(condition, params, search, limit, digest_hash=None):
             chunk = candidates[i : i + size]
             if not read(
                 f"SELECT d.id FROM {table} d WHERE d.id IN ({','.join(['%s'] * len(chunk))}) AND {condition}",
-                chunk + params,
+                [*chunk, *params],
             ):
                 return None
-        if not read(f"SELECT d.id FROM {table} d WHERE d.words_indexed = %s AND {condition}", [False] + params):
+        if not read(f"SELECT d.id FROM {table} d WHERE d.words_indexed = %s AND {condition}", [False, *params]):
             return None
     return sorted(found)
 
 
-def _candidates(cur, search, limit):
+def _candidates(cur: CursorWrapper, search: str, limit: int) -> list[int] | None:
     """Ids of the indexed digests that may contain `search` (a superset; more than `limit` of them: stops
     at limit + 1, which says enough), or None: no index for it."""
     run = key_run(search)

@@ -36,7 +36,7 @@ from apps.clients.proxysql import ProxySQLAdmin, with_clusters
 from apps.clients.wire import ClientError
 from apps.fleet.models import ProxySQLNode
 from apps.monitoring import leases, live, mirror, pollers
-from apps.monitoring.models import RollupMark
+from apps.monitoring.models import MirrorRuleSample, RollupMark
 
 from . import deltas as deltas_mod
 from . import examples, mirroring, search
@@ -120,8 +120,8 @@ class NodeResult:
     error: Exception | None = None
     seconds: float = 0.0
     uptime: int = -1
-    mirror: dict[str, Any] | None = None  # this poll's mirror read (mirroring.read: rules, hits, counters)
-    mirror_before: dict[str, Any] | None = None  # the previous poll's, when the baseline is trusted
+    mirror: mirroring.MirrorRead | None = None  # this poll's mirror read (mirroring.read: rules, hits, counters)
+    mirror_before: mirroring.MirrorBaseline | None = None  # the previous poll's, when the baseline is trusted
     running: list[RunningQuery] = field(default_factory=list)  # queries running at the poll: examples.py
 
 
@@ -156,7 +156,7 @@ class RollupSummary(TypedDict):
 # -- one node ----------------------------------------------------------------------------------------
 def _baseline(
     r: redis.Redis, node_pk: int, committed_ts: float | None
-) -> tuple[dict[bytes, bytes] | None, int | None, dict[str, Any] | None]:
+) -> tuple[dict[bytes, bytes] | None, int | None, mirroring.MirrorBaseline | None]:
     """(previous counters of this node or None when there are none we can trust, ProxySQL's uptime then,
     the previous poll's mirror counters or None)."""
     stored = cast(dict[bytes, bytes], r.hgetall(baseline_key(node_pk)))  # the client answers bytes (live.client())
@@ -348,10 +348,10 @@ def store(result: NodeResult, state: DigestNodeState | None, scope: pollers.Scop
             for d, copy in zip(deltas, copies)
         ]
     state_baseline = state.baseline_ts or ts
-    mirror_rows = []
+    mirror_rows: list[MirrorRuleSample] = []
     if result.mirror_before is not None and not outcome.full:
         _, mirror_rows = mirroring.sample_rows(
-            node.pk, ts, ts - state_baseline, result.mirror, result.mirror_before, outcome.deltas, result.texts, spent
+            node.pk, ts, ts - state_baseline, mirror_read, result.mirror_before, outcome.deltas, result.texts, spent
         )
     state.baseline_ts = ts
     state.last_ok_ts = ts
@@ -384,7 +384,7 @@ def store(result: NodeResult, state: DigestNodeState | None, scope: pollers.Scop
 
 def _write_baseline(r: redis.Redis, result: NodeResult) -> None:
     outcome, key = result.outcome, baseline_key(result.node.pk)
-    assert outcome is not None, "written after a poll without an error"
+    assert outcome is not None and result.mirror is not None, "written after a poll without an error (it read both)"
     pipe = r.pipeline(transaction=True)
     if outcome.full:
         pipe.delete(key)

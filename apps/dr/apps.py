@@ -15,7 +15,7 @@ class DrConfig(AppConfig):
         moves.register()  # the executor's handlers for the channel-move steps
         # History is rolled up (1 min, 1 h) and pruned with the monitoring tables: lag averaged (with its
         # extremes), sequence numbers at their highest, threads and reachability at their worst.
-        rollups.SPECS[ChannelSample] = (
+        rollups.SPECS[ChannelSample] = rollups.Spec(
             ["channel_id"],
             ["source_seq", "applied_seq"],
             ["reachable", "io_running", "sql_running"],

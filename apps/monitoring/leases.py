@@ -23,6 +23,9 @@ import os
 import socket
 import threading
 
+import redis
+from redis.commands.core import Script
+
 LEASE_TTL_S = 1.0
 RENEW_EVERY_S = LEASE_TTL_S / 4
 
@@ -51,7 +54,7 @@ return 1
 """
 
 
-def default_holder():
+def default_holder() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
@@ -59,24 +62,24 @@ class ShardLease:
     """lease = ShardLease(redis, kind, shard); if lease.acquire(now): ... lease.claim(pk, now, threshold) ...
     finally lease.release(). acquire() and claim() raise redis.RedisError when Redis is unreachable."""
 
-    def __init__(self, r, kind, shard, holder=None):
+    def __init__(self, r: redis.Redis, kind: str, shard: int, holder: str | None = None):
         self.r, self.kind, self.shard = r, kind, shard
         self.holder = holder or default_holder()
         self.key = f"poll-lease:{kind}:{shard}"
-        self.value = None
+        self.value: str | None = None  # "fence holder" while the lease is ours
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._renewer = None
-        self._scripts = {
+        self._renewer: threading.Thread | None = None
+        self._scripts: dict[str, Script] = {
             name: r.register_script(body)
             for name, body in (("acquire", _ACQUIRE), ("renew", _RENEW), ("release", _RELEASE), ("claim", _CLAIM))
         }
 
     @property
-    def fence(self):
+    def fence(self) -> int | None:
         return int(self.value.split(" ", 1)[0]) if self.value else None
 
-    def acquire(self, now):
+    def acquire(self, now: float) -> bool:
         value = self._scripts["acquire"](
             keys=[self.key, f"poll-fence:{self.kind}:{self.shard}", f"poll-owner:{self.kind}"],
             args=[self.holder, int(LEASE_TTL_S * 1000), self.shard, repr(now)],
@@ -84,22 +87,24 @@ class ShardLease:
         if not value:
             return False
         self.value = value.decode() if isinstance(value, bytes) else value
-        self._renewer = threading.Thread(target=self._renew, daemon=True, name=f"lease {self.key}")
+        self._renewer = threading.Thread(target=self._renew, args=(self.value,), daemon=True, name=f"lease {self.key}")
         self._renewer.start()
         return True
 
-    def _renew(self):
+    def _renew(self, value: str) -> None:
         while not self._stop.wait(RENEW_EVERY_S):
             try:
-                if not self._scripts["renew"](keys=[self.key], args=[self.value, int(LEASE_TTL_S * 1000)]):
+                if not self._scripts["renew"](keys=[self.key], args=[value, int(LEASE_TTL_S * 1000)]):
                     self.lost.set()
                     return
             except Exception:  # Redis unreachable: the lease runs out on its own, claims will fail
                 pass
 
-    def claim(self, pk, now, stamped_before):
+    def claim(self, pk: int, now: float, stamped_before: float) -> bool:
         """True when the lease is still ours and the node was not stamped at or after `stamped_before`: its
         poll start is then stamped `now`. False otherwise (self.lost is set when the lease was lost)."""
+        if self.value is None:  # never acquired: nothing to claim under (Redis would refuse a None argument)
+            return False
         result = self._scripts["claim"](
             keys=[self.key, f"poll-started:{self.kind}"], args=[self.value, pk, repr(now), repr(stamped_before)]
         )
@@ -107,7 +112,7 @@ class ShardLease:
             self.lost.set()
         return result == 1
 
-    def release(self):
+    def release(self) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=RENEW_EVERY_S * 2)

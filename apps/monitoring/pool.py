@@ -17,6 +17,9 @@ is deflated and the first byte says so (DEFLATED | kind).
 import struct
 import zlib
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from .models import POOL_STATUS_SEVERITY, RAW, PoolServer, PoolSnapshot, worst_status
 
@@ -30,19 +33,25 @@ STATUSES = POOL_STATUS_SEVERITY + (UNKNOWN,)
 _F32 = struct.Struct("<f")
 _MAX_VARINT = 1 << 53
 
+Figure = int | float | None
+Figures = Mapping[str, Figure]  # {field: value}; a rollup's also <field>_min / <field>_max
+Entry = tuple[int, str, Figures]  # (server id, status, figures): what pack() takes
+Packed = bytes | memoryview  # a snapshot's bytes (the database may hand a BinaryField back as a memoryview)
+ServerKey = tuple[int, str, int]  # (hostgroup, host, port)
 
-def severity(status):
+
+def severity(status: str) -> int:
     return STATUS_CODE.get(status, len(POOL_STATUS_SEVERITY))
 
 
-def _varint(out, n):
+def _varint(out: bytearray, n: int) -> None:
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
 
 
-def _read_varint(data, i):
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
     n = shift = 0
     while True:
         b = data[i]
@@ -53,7 +62,7 @@ def _read_varint(data, i):
         shift += 7
 
 
-def _value(out, tags, v, avg=None, rollup_extreme=False):
+def _value(out: bytearray, tags: list[int], v: Figure, avg: Figure = None, rollup_extreme: bool = False) -> None:
     if v is None:
         tags.append(0)
     elif rollup_extreme and v == avg:
@@ -66,20 +75,20 @@ def _value(out, tags, v, avg=None, rollup_extreme=False):
         out += _F32.pack(v)
 
 
-def _tag_bytes(tags):
+def _tag_bytes(tags: list[int]) -> bytes:
     """2-bit tags, four to a byte."""
     tags = tags + [0] * (-len(tags) % 4)
     return bytes(tags[i] | tags[i + 1] << 2 | tags[i + 2] << 4 | tags[i + 3] << 6 for i in range(0, len(tags), 4))
 
 
-def pack(entries, rollup=False):
+def pack(entries: Sequence[Entry], rollup: bool = False) -> bytes:
     """entries: [(server id, status, {field: value})] (a rollup's dicts also hold <field>_min / _max)."""
     out = bytearray([ROLLUP_V1 if rollup else RAW_V1])
     _varint(out, len(entries))
     for server_id, status, values in entries:
         _varint(out, server_id)
         out.append(severity(status))
-        body, tags = bytearray(), []
+        body, tags = bytearray(), list[int]()
         for f in FIELDS:
             avg = values.get(f)
             _value(body, tags, avg)
@@ -94,7 +103,7 @@ def pack(entries, rollup=False):
     return bytes(out)
 
 
-def plain(data):
+def plain(data: Packed) -> bytes:
     """A packed snapshot's bytes without its own deflate (a history chunk deflates many together)."""
     data = bytes(data)
     if data[0] & DEFLATED:
@@ -102,7 +111,7 @@ def plain(data):
     return data
 
 
-def _decode(data):
+def _decode(data: Packed) -> tuple[bool, list[tuple[int, str, list[Figure]]]]:
     """(rollup?, [(server id, status, [values])]): a raw poll's values are FIELDS in order, a rollup's are
     (average, minimum, maximum) of each."""
     data = plain(data)
@@ -110,17 +119,18 @@ def _decode(data):
     n_values = len(FIELDS) * (3 if rollup else 1)
     n_tag_bytes = (n_values + 3) // 4
     count, i = _read_varint(data, 1)
-    entries = []
+    entries: list[tuple[int, str, list[Figure]]] = []
     for _ in range(count):
         server_id, i = _read_varint(data, i)
         status = STATUSES[min(data[i], len(STATUSES) - 1)]
         i += 1
         tags = [t >> shift & 3 for t in data[i : i + n_tag_bytes] for shift in (0, 2, 4, 6)]
         i += n_tag_bytes
-        values = []
-        avg = None
+        values: list[Figure] = []
+        avg: Figure = None
         for k in range(n_values):
             tag = tags[k]
+            v: Figure
             if tag == 0:
                 v = None
             elif tag == 1:
@@ -140,56 +150,61 @@ def _decode(data):
     return rollup, entries
 
 
-def _positions(fields, rollup):
+def _position(field: str, rollup: bool) -> int:
+    """Where a figure (FIELDS, EXTREMES) is in a decoded entry's values."""
+    base, end = (field[:-4], field[-3:]) if field[-4:] in ("_min", "_max") else (field, None)
+    i = FIELDS.index(base)
+    return i * 3 + {None: 0, "min": 1, "max": 2}[end] if rollup else i
+
+
+def _positions(fields: Iterable[str], rollup: bool) -> list[int | None]:
     """Where each of `fields` is in a decoded entry's values ("status": None)."""
-    out = []
-    for f in fields:
-        if f == "status":
-            out.append(None)
-            continue
-        base, end = (f[:-4], f[-3:]) if f[-4:] in ("_min", "_max") else (f, None)
-        i = FIELDS.index(base)
-        out.append(i * 3 + {None: 0, "min": 1, "max": 2}[end] if rollup else i)
-    return out
+    return [None if f == "status" else _position(f, rollup) for f in fields]
 
 
-def unpack(data):
+def unpack(data: Packed) -> list[tuple[int, str, dict[str, Figure]]]:
     """[(server id, status, {field: value})] with every field and its _min / _max (a raw poll's extremes
     are its values)."""
     rollup, entries = _decode(data)
-    names = ["status", *FIELDS, *EXTREMES]
-    positions = _positions(names, rollup)[1:]
-    return [(sid, status, dict(zip(names[1:], (values[p] for p in positions)))) for sid, status, values in entries]
+    names = [*FIELDS, *EXTREMES]
+    positions = [_position(f, rollup) for f in names]
+    return [(sid, status, dict(zip(names, (values[p] for p in positions)))) for sid, status, values in entries]
 
 
-def rollup(snapshots, ts, resolution):
+def rollup(snapshots: Iterable[tuple[int, Packed]], ts: datetime, resolution: int) -> list[PoolSnapshot]:
     """Unsaved PoolSnapshot rows of one bucket from its finer snapshots [(node id, servers)]: per server the
     average of each figure (of the finer averages, as the SQL rollups do), the minimum of the minimums, the
     maximum of the maximums and the worst status."""
-    seen = defaultdict(lambda: defaultdict(list))
+    seen: defaultdict[int, defaultdict[int, list[tuple[str, dict[str, Figure]]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for node_id, data in snapshots:
         for server_id, status, values in unpack(data):
             seen[node_id][server_id].append((status, values))
     out = []
     for node_id, servers in seen.items():
-        entries = []
+        entries: list[Entry] = []
         for server_id, polls in servers.items():
-            agg = {}
+
+            def known(name: str) -> list[int | float]:  # the polls' values of a figure, None left out
+                return [x for _, v in polls if (x := v[name]) is not None]
+
+            agg: dict[str, Figure] = {}
             for f in FIELDS:
-                avgs = [v[f] for _, v in polls if v[f] is not None]
+                avgs = known(f)
                 agg[f] = sum(avgs) / len(avgs) if avgs else None
-                agg[f"{f}_min"] = min((v[f"{f}_min"] for _, v in polls if v[f"{f}_min"] is not None), default=None)
-                agg[f"{f}_max"] = max((v[f"{f}_max"] for _, v in polls if v[f"{f}_max"] is not None), default=None)
+                agg[f"{f}_min"] = min(known(f"{f}_min"), default=None)
+                agg[f"{f}_max"] = max(known(f"{f}_max"), default=None)
             entries.append((server_id, worst_status(s for s, _ in polls), agg))
         out.append(PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, rollup=True)))
     return out
 
 
 # -- servers ---------------------------------------------------------------------------------------
-_server_ids = {}  # (node id, hostgroup, host, port) -> PoolServer id, per process
+_server_ids: dict[tuple[int, int, str, int], int] = {}  # (node id, hostgroup, host, port) -> PoolServer id, per process
 
 
-def server_ids(node_id, keys):
+def server_ids(node_id: int, keys: Iterable[ServerKey]) -> dict[ServerKey, int]:
     """{(hostgroup, host, port): PoolServer id} for one node, made on first sight (another worker may make
     the same one at the same moment: the unique key keeps one)."""
     want = {(node_id, *k) for k in keys}
@@ -204,13 +219,14 @@ def server_ids(node_id, keys):
     return {k[1:]: _server_ids[k] for k in want}
 
 
-def forget_servers():
+def forget_servers() -> None:
     """Drop the per-process cache (tests that recreate the database)."""
     _server_ids.clear()
 
 
-def snapshot(node_id, ts, rows, resolution=RAW):
-    """An unsaved PoolSnapshot from rows {"hostgroup", "srv_host", "srv_port", "status", <field>...}."""
+def snapshot(node_id: int, ts: datetime, rows: Sequence[Mapping[str, Any]], resolution: int = RAW) -> PoolSnapshot:
+    """An unsaved PoolSnapshot from rows {"hostgroup", "srv_host", "srv_port", "status", <field>...} (a row's
+    values by name: its key's columns, its status and its figures)."""
     ids = server_ids(node_id, [(r["hostgroup"], r["srv_host"], r["srv_port"]) for r in rows])
     entries = [(ids[(r["hostgroup"], r["srv_host"], r["srv_port"])], r.get("status", "ONLINE"), r) for r in rows]
     return PoolSnapshot(node_id=node_id, ts=ts, resolution=resolution, servers=pack(entries, resolution != RAW))

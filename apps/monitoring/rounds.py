@@ -10,25 +10,61 @@ each slot of its cluster's interval for its kind (ProxySQL nodes, backends), nev
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 import redis
 from django.conf import settings
+
+from apps.fleet.models import ProxySQLNode, Server
 
 from . import leases, live, pollers, stagger, status
 
 log = logging.getLogger(__name__)
 TICK_TOLERANCE_S = 0.25  # beat ticks jitter; a node due in 0.2 s is polled now rather than a tick late
 
-# kind: (its shard's schedule: [(pk, the cluster's interval as stored, extra)] from plain rows; the due ones loaded
-# whole from their (pk, extra) pairs, the shard, and whether every target of the shard is due; the round)
+Target = ProxySQLNode | Server  # what a round polls: a ProxySQL node or a backend
+Planned = tuple[int, float, int | None]  # (pk, the cluster's interval as stored, extra: a ProxySQL's rows, or None)
+Due = tuple[int, int | None]  # (pk, extra) of a target due now
+
+
+class RoundSummary(TypedDict, total=False):
+    """What a shard's tick did: skipped (the previous round still runs, or Redis is down), nothing due, or its
+    round's summary (pollers._summary) with the lease's part."""
+
+    skipped: bool
+    skipped_total: int
+    error: str
+    polled: int
+    failed: int
+    seconds: float
+    unclaimed: int  # targets due but not claimed (the lease was lost)
+    # {pk: (previous, new latest-state document)} of the targets polled, for the alert evaluation (not logged)
+    docs: dict[int, tuple[dict[str, Any] | None, dict[str, Any]]]
+    started: float
+    fence: int | None
+    lease_lost: bool
+
+
+class Round(Protocol):
+    def __call__(self, targets: list[Target], *, now: float, claim: Callable[[Target], bool]) -> RoundSummary: ...
+
+
+class RoundKind(NamedTuple):
+    schedule: Callable[[int, int], list[Planned]]  # (shard, shards) -> its targets, from plain rows
+    # (due, shard, shards, whether every target of the shard is due) -> the due targets loaded whole
+    load: Callable[[list[Due], int, int, bool], list[Target]]
+    round: Round
+
+
 KINDS = {
-    live.PROXYSQL: (
+    live.PROXYSQL: RoundKind(
         pollers.proxysql_schedule,
         lambda due, shard, shards, every: pollers.proxysql_nodes(dict(due)),
         pollers.proxysql_round,
     ),
     # A backend's interval is 1 s: every tick polls all of them, loaded without a list of pks in the query.
-    live.BACKEND: (
+    live.BACKEND: RoundKind(
         pollers.backend_schedule,
         lambda due, shard, shards, every: pollers.servers_for_shard(
             shard, shards, None if every else [pk for pk, _ in due]
@@ -38,7 +74,7 @@ KINDS = {
 }
 
 
-def due_unless_started_after(cluster_interval, shard, shards, now):
+def due_unless_started_after(cluster_interval: float | None, shard: int, shards: int, now: float) -> float:
     """A node is due when its last poll started before this: before the start of its current slot, and
     more than half an interval ago (a poll made late, or off the grid, is followed by the next slot's, not
     by one a moment later). cluster_interval: the cluster's interval for that kind, as stored."""
@@ -47,13 +83,15 @@ def due_unless_started_after(cluster_interval, shard, shards, now):
     return min(slot - TICK_TOLERANCE_S, now - interval / 2 + TICK_TOLERANCE_S)
 
 
-def run_shard(kind, shard, shards=None, now=None, holder=None):
+def run_shard(
+    kind: str, shard: int, shards: int | None = None, now: float | None = None, holder: str | None = None
+) -> RoundSummary:
     """One beat tick for one shard of one kind. Returns a summary dict (also logged); after a round it
     also holds "docs": {pk: (previous, new latest-state document)} of the nodes polled, for the alert
     evaluation (not logged). `holder` names the worker in the lease (default: host and pid)."""
     shards = shards or settings.MONITOR_SHARDS
     schedule, load, round_fn = KINDS[kind]
-    r = live.client()
+    r: redis.Redis = live.client()
     now = now or time.time()
     lease = leases.ShardLease(r, kind, shard, holder)
     try:
@@ -76,16 +114,16 @@ def run_shard(kind, shard, shards=None, now=None, holder=None):
         if not due:
             return {"polled": 0}
         # A target deleted meanwhile is left out; one added meanwhile waits for the next tick (it has no `before`).
-        due = [t for t in load(due, shard, shards, len(due) == len(planned)) if t.pk in before]
+        targets = [t for t in load(due, shard, shards, len(due) == len(planned)) if t.pk in before]
 
-        def claim(target):
+        def claim(target: Target) -> bool:
             try:
                 return lease.claim(target.pk, now, before[target.pk])
             except redis.RedisError:
                 return False  # not stamped, not polled: the node stays due for the next round
 
-        summary = round_fn(due, now=now, claim=claim)
-        summary.update(started=now, fence=lease.fence)
+        summary = round_fn(targets, now=now, claim=claim)
+        summary.update({"started": now, "fence": lease.fence})
         if lease.lost.is_set():
             summary["lease_lost"] = True
             log.warning(

@@ -4,9 +4,14 @@
 The kill is an operator's, after a confirmation that names the session; it is refused when the session id now
 belongs to another client (ids are reused after a restart) and audited with who killed what."""
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import NotRequired, TypedDict, cast
+
+from apps.audit.actor import Actor
 from apps.audit.services import record
 from apps.clients.proxysql import MIRROR_CLIENT, ProxySQLAdmin
 from apps.clients.wire import ClientError
+from apps.fleet.models import ProxySQLNode
 
 SHOWN = 200  # the longest-running sessions; a busy node has thousands
 
@@ -22,8 +27,43 @@ class KillRefused(Exception):
     pass
 
 
+class SessionRow(TypedDict):
+    """A stats_mysql_processlist row as ProxySQLAdmin.processlist() reads it: the columns read here and on the
+    pages (the row holds every column; its numbers are ints, NULL or '' None)."""
+
+    SessionID: int | None
+    user: str | None
+    db: str | None
+    cli_host: str | None
+    cli_port: int | None
+    hostgroup: int | None
+    srv_host: str | None
+    srv_port: int | None
+    command: str | None
+    time_ms: int | None
+    info: str | None
+
+
+class ShownSession(SessionRow):
+    mirror_copy: bool  # a mirror rule's copy, run by ProxySQL itself (mark_mirror_copies)
+    mirror_of: NotRequired[int | None]  # a copy's: the client session running the same text now
+
+
+class Sessions(TypedDict):
+    rows: list[ShownSession]
+    total: int
+    mirror_copies: int
+    matching: int
+    error: str | None
+
+
+def _read(admin: ProxySQLAdmin, session_id: int | None = None) -> list[SessionRow]:
+    # processlist()'s rows are dicts of every column: these columns, typed as it converts them
+    return cast(list[SessionRow], admin.processlist(session_id))
+
+
 # The processlist's orders a DBA asks for: its value -> (label, key). Time: the longest running first.
-SORTS = {
+SORTS: dict[str, tuple[str, Callable[[ShownSession], tuple[object, ...]]]] = {
     "time": ("time, longest first", lambda r: (-(r["time_ms"] or 0), r["SessionID"])),
     "user": ("user", lambda r: (r["user"] or "", -(r["time_ms"] or 0))),
     "hostgroup": ("hostgroup", lambda r: (r["hostgroup"] is None, r["hostgroup"] or 0, -(r["time_ms"] or 0))),
@@ -33,12 +73,12 @@ SORTS = {
 FILTERED = ("user", "cli_host", "db", "command", "info", "srv_host")
 
 
-def is_mirror_copy(row):
+def is_mirror_copy(row: Mapping[str, object]) -> bool:
     """A mirror rule's copy of a query, run by ProxySQL itself: no client's session, nothing to kill."""
     return row.get("cli_host") == MIRROR_CLIENT
 
 
-def mark_mirror_copies(rows):
+def mark_mirror_copies(rows: Sequence[SessionRow]) -> list[ShownSession]:
     """Each mirror copy gets "mirror_of": the client session running the same text now (the copy starts beside its
     original), else None."""
     running = {
@@ -54,7 +94,13 @@ def mark_mirror_copies(rows):
     ]
 
 
-def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None):
+def live_sessions(
+    node: ProxySQLNode,
+    sort: str = "time",
+    text: str = "",
+    hide_sleep: bool = False,
+    query_text: Callable[[str | None], str | None] | None = None,
+) -> Sessions:
     """{"rows": the SHOWN first sessions in `sort` order, "total" (client sessions), "mirror_copies", "matching",
     "error"}: read from the node now; mirror copies are listed, marked (mark_mirror_copies), never counted as clients;
     `text` keeps the sessions whose user, client, schema, command, query or backend contains it (any case);
@@ -62,10 +108,10 @@ def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None)
     applied before the filter, so that a filter never matches what is not shown."""
     try:
         with ProxySQLAdmin.for_node(node) as admin:
-            rows = admin.processlist()
+            read = _read(admin)
     except ClientError as exc:
         return {"rows": [], "total": 0, "mirror_copies": 0, "matching": 0, "error": str(exc)}
-    rows = mark_mirror_copies(rows)
+    rows = mark_mirror_copies(read)
     if query_text is not None:
         rows = [{**r, "info": query_text(r.get("info"))} for r in rows]
     copies = sum(1 for r in rows if r["mirror_copy"])
@@ -79,17 +125,17 @@ def live_sessions(node, sort="time", text="", hide_sleep=False, query_text=None)
     return {"rows": rows[:SHOWN], "total": total, "mirror_copies": copies, "matching": len(rows), "error": None}
 
 
-def read_session(node, session_id):
+def read_session(node: ProxySQLNode, session_id: int) -> SessionRow | None:
     """The session's processlist row, or None when it is not open (any more). Session ids start at 1: no other
     id is read (the client reads every session for id 0, whose first row is another session)."""
     if int(session_id) < 1:
         return None
     with ProxySQLAdmin.for_node(node) as admin:
-        rows = admin.processlist(session_id)
+        rows = _read(admin, session_id)
     return next((row for row in rows if row["SessionID"] == int(session_id)), None)
 
 
-def describe(row):
+def describe(row: SessionRow) -> str:
     where = f" in hostgroup {row['hostgroup']}" if row.get("hostgroup") is not None else ""
     return (
         f"session {row['SessionID']} of user {row['user']} from {row['cli_host']}:{row['cli_port']}, "
@@ -97,12 +143,19 @@ def describe(row):
     )
 
 
-def fingerprint(row):
+def fingerprint(row: SessionRow) -> dict[str, str]:
     """What the confirmation showed, to tell it is still the same client: user, client host and port."""
     return {"user": row["user"] or "", "cli_host": row["cli_host"] or "", "cli_port": str(row["cli_port"] or "")}
 
 
-def kill_session(node, session_id, expected, *, actor, as_digest):
+def kill_session(
+    node: ProxySQLNode,
+    session_id: int,
+    expected: Mapping[str, str],
+    *,
+    actor: Actor,
+    as_digest: Callable[[str | None], str | None],
+) -> tuple[SessionRow, bool]:
     """Close one client session of `node`. `expected`: the fingerprint() the operator confirmed. Returns the
     row killed and whether it was gone after; raises KillRefused (audited) when it is not the confirmed one.
     `as_digest`: the session's SQL as the audit log keeps it (viewers read it: its digest, no literal)."""
