@@ -478,8 +478,9 @@ def operational_changes(current: Mapping[str, Any], target: Mapping[str, Any]) -
             text = f"takes the writer {endpoints(before)} out of the writer hostgroup"
         else:
             text = f"makes {endpoints(after)} the writer"
+        to = f" to {endpoints(after)}" if len(after) == 1 else ""  # the switchover's new writer, when one
         out.append(
-            OperationalChange("writer", text, "use a switchover (the cluster's page → Planned switchover) instead")
+            OperationalChange("writer", text, f"use a switchover{to} (the cluster's page → Planned switchover) instead")
         )
     rows = index(current, MYSQL_SERVERS)
     for key, row in index(target, MYSQL_SERVERS).items():

@@ -288,7 +288,9 @@ def test_operational_changes_between_two_configurations():
     assert [(c.kind, c.text) for c in C.operational_changes(BASE, moved)] == [
         ("writer", "moves the writer from 10.0.0.1:1 to 10.0.0.1:2")
     ]
-    assert "use a switchover" in C.operational_changes(BASE, moved)[0].way
+    assert C.operational_changes(BASE, moved)[0].way == (
+        "use a switchover to 10.0.0.1:2 (the cluster's page → Planned switchover) instead"  # the switchover offered
+    )
     drained = servers({(101, 3): {"status": "OFFLINE_SOFT"}})
     assert [(c.kind, c.text) for c in C.operational_changes(BASE, drained)] == [
         ("drain", "drains 10.0.0.1:3 in hostgroup 101 (ONLINE → OFFLINE_SOFT)")
@@ -329,7 +331,11 @@ def test_under_the_galera_manager_the_writer_is_the_candidate_of_highest_weight(
     assert [(c.kind, c.text) for c in C.operational_changes(base, galera((1, 1000), (2, 1100)))] == [
         ("writer", "moves the writer from 10.0.0.1:1 to 10.0.0.1:2")
     ]
-    assert [c.kind for c in C.operational_changes(base, galera((1, 1000), (2, 900), (3, 1000)))] == ["writer"]
+    tied = C.operational_changes(base, galera((1, 1000), (2, 900), (3, 1000)))
+    assert [c.kind for c in tied] == ["writer"]
+    assert tied[0].way.startswith("use a switchover (")  # two writers tied: no one switchover target to offer
+    heavier = C.operational_changes(base, galera((1, 1000), (2, 1100)))[0].way
+    assert heavier.startswith("use a switchover to 10.0.0.1:2 (")  # a backup writer made heavier: its switchover
     assert C.chosen_writers(galera((1, 1000), (2, 900), (3, 800), max_writers=2)) == [("10.0.0.1", 1), ("10.0.0.1", 2)]
     replication = config([server(100, 1), server(100, 2)])
     replication["mysql_replication_hostgroups"] = [{"writer_hostgroup": 100, "reader_hostgroup": 101, "active": 1}]
@@ -409,7 +415,7 @@ def test_a_node_running_another_writer_is_a_writer_change_even_when_the_version_
     found = [f for f in findings(cluster, weight, {1: node(), 2: moved_by_hand}) if f.key == "operational_writer"]
     assert [f.label for f in found] == [
         "On p2, this change moves the writer from 10.0.0.1:2 to 10.0.0.1:1: use a "
-        "switchover (the cluster's page → Planned switchover) instead"
+        "switchover to 10.0.0.1:1 (the cluster's page → Planned switchover) instead"
     ]
     assert found[0].blocking and not found[0].overridable and "p2's runtime has the writer 10.0.0.1:2" in found[0].value
     told = [

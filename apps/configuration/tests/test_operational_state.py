@@ -150,14 +150,17 @@ def test_a_change_set_that_moves_the_writer_is_refused_with_use_a_switchover(
     writer = [g for g in guards if g["key"] == "operational_writer"]
     assert len(writer) == 1 and not writer[0]["overridable"], guards
     assert writer[0]["label"] == (
-        "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312: use a switchover "
+        "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3312: use a switchover to 127.0.0.1:3312 "
         "(the cluster's page → Planned switchover) instead"
     )
     with pytest.raises(operations.NotAllowed, match="cannot be overridden: Moves the writer"):
         operations.confirm(op, actor=Actor.command(admin_user_role), override_reason="I know", enqueue=False)
     client.force_login(operator_user)  # the plan page's effect check names it
     page = client.get(reverse("operations:detail", args=[op.pk])).content.decode()
-    assert 'data-finding="operational_writer"' in page and "use a switchover (the cluster&#x27;s page" in page
+    assert (
+        'data-finding="operational_writer"' in page
+        and "use a switchover to 127.0.0.1:3312 (the cluster&#x27;s page" in page
+    )
     for d in doubles:
         assert runtime_writers(d) == (("3311", "ONLINE"),)
     assert services.latest(cluster).number == 1
@@ -201,7 +204,7 @@ def test_a_file_that_moves_the_writer_is_refused(versioned_lab, operator_user, t
     path.write_text(edited(files.export(v1), move))
     code, out = command("plan", cluster.name, str(path), "--user", operator_user.username)
     assert code == 2, out
-    assert "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3313: use a switchover" in out
+    assert "Moves the writer from 127.0.0.1:3311 to 127.0.0.1:3313: use a switchover to 127.0.0.1:3313 " in out
     code, out = command("apply", cluster.name, str(path), "--user", operator_user.username, "--yes")
     assert code == 2 and "use a switchover" in out, out
     for d in doubles:
@@ -231,8 +234,8 @@ def test_a_node_running_another_writer_refuses_a_change_that_loads_its_servers(v
     failed = [g for g in plan.failed_guards if g.key.startswith("operational")]
     assert [(g.label, g.overridable) for g in failed] == [
         (
-            "On proxysql-2, this change moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311: use a switchover "
-            "(the cluster's page → Planned switchover) instead",
+            "On proxysql-2, this change moves the writer from 127.0.0.1:3312 to 127.0.0.1:3311: use a switchover to "
+            "127.0.0.1:3311 (the cluster's page → Planned switchover) instead",
             False,
         )
     ]
