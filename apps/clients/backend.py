@@ -240,7 +240,9 @@ class BackendClient:
     def open_idle(self) -> tuple[int, int]:
         """Open the connection and leave it idle: (its socket's file descriptor, the server's id for it). The writer
         watch (operations/writer_watch.py) waits on the socket: nothing is sent on an idle connection, so it turns
-        readable only when the server closes it (its process died, a KILL, wait_timeout)."""
+        readable only when the server closes it (its process died, a KILL). Idle is its purpose: the session's
+        wait_timeout goes to its maximum (a year), lest a short server default close it every few minutes."""
+        self.wire.execute("SET SESSION wait_timeout = 31536000", action="keep an idle connection")
         rows = self.wire.execute("SELECT CONNECTION_ID()", action="read connection id").rows
         return self.wire.connect().fileno(), _int(rows[0][0])
 

@@ -93,6 +93,7 @@ class WriterWatch:
         self.watched: dict[int, Watched] = {}  # cluster id -> its open connection
         self.wanted: dict[int, TargetKey] = {}  # cluster id -> what it should watch, as last read
         self._opening: dict[int, Future[Watched]] = {}
+        self._failing: set[int] = set()  # clusters whose writer could not be connected to at the last try
         self._selector = selectors.DefaultSelector()
         # A finished opening (on a pool thread) or stop() wakes the loop through this pair, so it never polls.
         self._wake_read, self._wake_write = socket.socketpair()
@@ -166,8 +167,14 @@ class WriterWatch:
             del self._opening[cluster_id]
             try:
                 watched = future.result()
-            except ClientError as exc:  # the writer down: tried again at the next refresh
-                log.info("writer watch: cluster %s: cannot open a connection to its writer: %s", cluster_id, exc)
+            except ClientError as exc:  # the writer down: tried again at the next refresh, said once
+                if cluster_id not in self._failing:
+                    log.warning(
+                        "writer watch: cluster %s: no connection to its writer (tried each refresh): %s",
+                        cluster_id,
+                        exc,
+                    )
+                    self._failing.add(cluster_id)
                 continue
             except Exception:
                 log.exception("writer watch: cluster %s: opening a connection to its writer failed", cluster_id)
@@ -176,6 +183,7 @@ class WriterWatch:
                 watched.client.close()  # the target changed while it was being opened
                 continue
             self.watched[cluster_id] = watched
+            self._failing.discard(cluster_id)
             self._selector.register(watched.fileno, selectors.EVENT_READ, watched)
             log.info("writer watch: cluster %s: watching %s", cluster_id, watched.client.name)
 
