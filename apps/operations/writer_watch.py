@@ -143,8 +143,10 @@ class WriterWatch:
                 continue
             try:
                 client = BackendClient.for_server(server)  # the credential hosts' check: here, it may query
-            except ClientError as exc:
-                log.warning("writer watch: cluster %s writer %s not watched: %s", cluster_id, server, exc.message)
+            except ClientError as exc:  # NotAllowed: its credential hosts refuse it (said once, as below)
+                if cluster_id not in self._failing:
+                    log.warning("writer watch: cluster %s: writer %s not watched: %s", cluster_id, server, exc.message)
+                    self._failing.add(cluster_id)
                 continue
             future = self._pool.submit(self._open, cluster_id, self.wanted[cluster_id], client)
             future.add_done_callback(lambda _: self._wake())
