@@ -1,11 +1,11 @@
 """The demo: the Galera lab plus two ProxySQL admin doubles set up like the seeds' ProxySQL pair (writer
 hostgroup 100, readers 101, backup writers 102, offline 9101), with lab traffic running, and the product
-(Redis, the Celery worker and beat, the console under gunicorn) in front of them.
+(Redis, the Celery worker and beat, the writer watch, the console under gunicorn) in front of them.
 
     python -m lab.demo run       what bin/demo runs: lab, database, demo user, adoption, the product;
                                  a process that dies is restarted (backoff 1 s .. 30 s, wait());
                                  Ctrl-C stops every process it started (the Galera lab stays up)
-    python -m lab.demo product   the product part alone (Redis if none answers, worker, beat, web), until Ctrl-C
+    python -m lab.demo product   the product part alone (Redis if none answers, worker, beat, watch, web), until Ctrl-C
     python -m lab.demo up        start what is not running of the lab, configure the doubles if empty
     python -m lab.demo down      stop whatever a demo left running (pid files, then the demo's ports) and the lab
 
@@ -196,7 +196,8 @@ def up(processes=None):
 
 
 def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
-    """Redis (unless one answers on redis_port), the Celery worker and beat, and the console on `port`."""
+    """Redis (unless one answers on redis_port), the Celery worker and beat, the writer watch, and the console on
+    `port`."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
@@ -233,6 +234,13 @@ def product(processes, *, port=PORT, redis_port=REDIS_PORT, log_dir=LOG_DIR):
         celery + ["beat", "--loglevel", "INFO", "--schedule", str(processes.run_dir / "celerybeat-schedule")],
         env=env,
         log_path=log_dir / "beat.log",
+    )
+    # The writer watch: an idle connection to each auto-failover cluster's writer, a poll queued the moment one closes.
+    processes.start(
+        "watch",
+        [sys.executable, "manage.py", "watch_writers"],
+        env=env,
+        log_path=log_dir / "watch.log",
     )
     web = processes.start(
         "web",
@@ -312,7 +320,7 @@ def run(port=PORT, redis_port=REDIS_PORT):
                 "--if-new",
                 env={**os.environ, "PROXYSQL_ADMIN_PASSWORD": ADMIN_PASSWORD},
             )
-        print(f"--- redis on 127.0.0.1:{redis_port}, Celery worker and beat, the console")
+        print(f"--- redis on 127.0.0.1:{redis_port}, Celery worker and beat, the writer watch, the console")
         product(processes, port=port, redis_port=redis_port)
         print(
             f"\n  Console:   http://127.0.0.1:{port}/\n  Log in:    admin / {password}\n"

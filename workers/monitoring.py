@@ -52,6 +52,19 @@ def poll_backend_shard(self, shard, shards):
     return summary
 
 
+# Queued by the writer watch (apps/operations/writer_watch.py) when a watched writer's connection closed: the
+# cluster's backends polled at once rather than at the next tick, then the rules and the alerts as after a round.
+# No retries: the next tick polls them anyway.
+@shared_task(name="monitoring.poll_cluster_backends", ignore_result=True, soft_time_limit=20, time_limit=25)
+def poll_cluster_backends(cluster_id):
+    summary = rounds.poll_cluster_now(cluster_id)
+    if summary.get("polled"):
+        rules.after_backend_poll([cluster_id])
+    # Judged as a round's polls are: the next round skips a failure judged at its previous poll (_still_failing).
+    _evaluate_alerts(live.BACKEND, summary, 0, 1)
+    return summary
+
+
 def _holder(task):
     """The worker's node name (celery -n name@host) and this pool process: who holds the shard's lease."""
     return f"{task.request.hostname} pid {os.getpid()}" if task.request.hostname else None

@@ -237,6 +237,15 @@ class BackendClient:
         """Open the connection now (and check it answers)."""
         self.wire.execute("SELECT 1", action="ping")
 
+    def open_idle(self) -> tuple[int, int]:
+        """Open the connection and leave it idle: (its socket's file descriptor, the server's id for it). The writer
+        watch (operations/writer_watch.py) waits on the socket: nothing is sent on an idle connection, so it turns
+        readable only when the server closes it (its process died, a KILL). Idle is its purpose: the session's
+        wait_timeout goes to its maximum (a year), lest a short server default close it every few minutes."""
+        self.wire.execute("SET SESSION wait_timeout = 31536000", action="keep an idle connection")
+        rows = self.wire.execute("SELECT CONNECTION_ID()", action="read connection id").rows
+        return self.wire.connect().fileno(), _int(rows[0][0])
+
     def last_committed(self) -> int | None:
         """wsrep_last_committed alone (None when not a Galera node): the catch-up's probe, one light query."""
         value = self._pairs("SHOW GLOBAL STATUS", ("wsrep_last_committed",), "read wsrep_last_committed").get(

@@ -864,7 +864,17 @@ def proxysql_nodes(rows_of):
 def servers_for_shard(shard, shards, pks=None):
     """The shard's backends (of them, those in pks when given), as proxysql_nodes_for_shard: the monitor password
     stays encrypted (monitor_password_stored) until a connection is opened."""
-    servers = (
+    servers = _servers_to_poll().annotate(shard_index=F("pk") % shards).filter(shard_index=shard)
+    return list(servers if pks is None else servers.filter(pk__in=pks))
+
+
+def servers_of_cluster(cluster_id):
+    """One cluster's backends, loaded as servers_for_shard loads them (a poll of that cluster outside the ticks)."""
+    return list(_servers_to_poll().filter(cluster_id=cluster_id))
+
+
+def _servers_to_poll():
+    return (
         Server.objects.select_related("cluster")
         .only(
             "hostname",
@@ -875,8 +885,6 @@ def servers_for_shard(shard, shards, pks=None):
             "cluster__tls_ca",
             "cluster__tls_verify",
         )
-        .annotate(shard_index=F("pk") % shards, monitor_password_stored=_stored("cluster__monitor_password"))
-        .filter(shard_index=shard)
+        .annotate(monitor_password_stored=_stored("cluster__monitor_password"))
         .order_by("pk")
     )
-    return list(servers if pks is None else servers.filter(pk__in=pks))

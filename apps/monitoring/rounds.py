@@ -139,3 +139,26 @@ def run_shard(
             lease.release()
         except redis.RedisError:
             pass
+
+
+def poll_cluster_now(cluster_id, now=None):
+    """One cluster's backends polled now, outside the beat ticks (the writer watch's trigger: a watched writer's
+    connection closed), their latest-state documents and history written by the backend round's own code. Returns
+    the round's summary (with "docs", as run_shard's).
+
+    Without a lease or a claim, on purpose: this poll is one more reading beside the schedule, not a slot of it. It
+    stamps no poll start, so the shard's next tick polls these backends as usual (none is skipped); a tick polling
+    one of them at the same moment reads it on its own connection (another process's), and each writes a whole
+    document of its own reading, the later write standing. A lease guards a round's exclusivity per slot, which this
+    poll does not take part in. (A worker's pool process runs one task at a time, so its cached connection to a
+    backend is never used by a round and this poll at once.)"""
+    now = now or time.time()
+    servers = pollers.servers_of_cluster(cluster_id)
+    if not servers:
+        return {"polled": 0}
+    summary = pollers.backend_round(servers, now=now)
+    summary.update(started=now, cluster=cluster_id)
+    log.info(
+        "%s of cluster %s polled now: %s", live.BACKEND, cluster_id, {k: v for k, v in summary.items() if k != "docs"}
+    )
+    return summary

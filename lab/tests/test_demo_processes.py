@@ -117,7 +117,7 @@ def test_ctrl_c_stops_every_process_the_demo_started_and_frees_its_ports(product
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
         assert response.status == 200  # the console answers
     groups = everything_started(supervisor, run_dir)
-    assert sorted(groups) == ["beat", "descendants", "redis", "web", "worker"]
+    assert sorted(groups) == ["beat", "descendants", "redis", "watch", "web", "worker"]
     assert len(groups["web"]) >= 3 and len(groups["worker"]) >= 3  # gunicorn's and Celery's forks too
     pids = {pid for members in groups.values() for pid in members}
 

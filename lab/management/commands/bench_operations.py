@@ -149,14 +149,18 @@ class Beat:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.ticks = []  # (start, end) of each task, wall clock: where a failover's time went
+        # One task at a time in this process, as in a worker's pool process: the pollers' cached connections are
+        # not shared between threads (bench_real_pair's --writer-watch runs its triggered polls under it too).
+        self.lock = threading.Lock()
 
     def run(self):
         try:
             tick = time.monotonic()
             while not self.stop.is_set():
-                start = time.time()
-                self.task(0, 1)
-                self.ticks.append((start, time.time()))
+                with self.lock:
+                    start = time.time()
+                    self.task(0, 1)
+                    self.ticks.append((start, time.time()))
                 tick += 1.0
                 self.stop.wait(max(0.0, tick - time.monotonic()))
         finally:

@@ -43,16 +43,19 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import MySQLdb
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
 from apps.fleet.models import Cluster, Server
 from apps.monitoring import live
 from apps.operations import switchover
 from apps.operations.choices import OperationKind
 from apps.operations.models import Operation
+from apps.operations.writer_watch import WriterWatch as BackendWriterWatch
 from lab import demo
 from lab.galera import APP_PASSWORD, APP_SCHEMA, APP_USER, GaleraLab
 from lab.real_proxysql import RealProxySQL
@@ -66,6 +69,7 @@ from lab.management.commands.bench_operations import (
     private_redis,
     summary,
 )
+from workers.monitoring import poll_cluster_backends
 
 REPO = Path(__file__).resolve().parents[3]
 LOAD_SCRIPT = REPO / "lab" / "sysbench" / "oltp_read_write_lab.lua"
@@ -531,6 +535,39 @@ class WriteProbe:
         return [ms for samples in self.samples.values() for _, ms in samples]
 
 
+@contextmanager
+def writer_watched(beat, on):
+    """The writer watch on a thread while the block runs (when `on`), its trigger the triggered poll's task run here
+    under the beat's lock (a worker's pool process runs one task at a time); yields the list of times it fired."""
+    fired = []
+    if not on:
+        yield fired
+        return
+
+    def poll_now(cluster_id):
+        fired.append(time.time())
+        with beat.lock:
+            start = time.time()
+            poll_cluster_backends(cluster_id)
+            beat.ticks.append((start, time.time()))
+
+    watch = BackendWriterWatch(poll_now)
+
+    def loop():
+        try:
+            watch.run()
+        finally:
+            close_old_connections()
+
+    thread = threading.Thread(target=loop, name="writer watch", daemon=True)
+    thread.start()
+    try:
+        yield fired
+    finally:
+        watch.stop()
+        thread.join(10)
+
+
 class Command(BaseCommand):
     help = "Switchovers and failover against a real ProxySQL pair (a binary built by hand); never in the suite."
 
@@ -557,6 +594,13 @@ class Command(BaseCommand):
             type=int,
             default=2,
             help="switchovers once the killed backends are back (their rows may be SHUNNED)",
+        )
+        parser.add_argument(
+            "--writer-watch",
+            action="store_true",
+            help="the kills with the writer watch running (apps/operations/writer_watch.py, on a thread here): a "
+            "watched writer's closed connection polls its cluster at once (the task's code, run here under the "
+            "polling thread's lock, as a worker's pool process runs one task at a time)",
         )
         parser.add_argument("--quiet-seconds", type=int, default=30, help="polling a loaded healthy writer")
         parser.add_argument(
@@ -1177,7 +1221,7 @@ class Command(BaseCommand):
                 live.client().flushdb()
                 writer = switchover.current_writer(cluster).server
                 before = set(Operation.objects.filter(kind=OperationKind.FAILOVER).values_list("pk", flat=True))
-                with Beat() as beat:
+                with Beat() as beat, writer_watched(beat, self.o["writer_watch"]) as fired:
                     time.sleep(2.5 + rng.uniform(0, interval))
                     loads.append(os.getloadavg()[0])
                     killed = time.time()
@@ -1186,10 +1230,20 @@ class Command(BaseCommand):
                     time.sleep(0.2)  # the operation's last steps (verify, save, inventory)
                     after.append(watch.not_online())
                 op = Operation.objects.filter(kind=OperationKind.FAILOVER).exclude(pk__in=before).order_by("pk").first()
+                ticks = sorted(beat.ticks)  # a triggered poll is a poll round too
                 if op is not None:
-                    self.stdout.write(f"  kill of {writer.port}: {kill_timeline(killed, beat.ticks, op, seen)}")
+                    fired_after = [f"{(t - killed) * 1000:+.0f}" for t in fired if t >= killed]
+                    self.stdout.write(
+                        f"  kill of {writer.port}: "
+                        + (
+                            f"writer watch fired {', '.join(fired_after) or 'never'}; "
+                            if self.o["writer_watch"]
+                            else ""
+                        )
+                        + kill_timeline(killed, ticks, op, seen)
+                    )
                 if seen is not None and op is not None:
-                    parts.append(failover_parts(killed, beat.ticks, op, seen))
+                    parts.append(failover_parts(killed, ticks, op, seen))
                     parts[-1]["killed"] = killed  # the clients' side is read at the end (a held write ends later)
                 if seen is None:
                     self.stdout.write(
