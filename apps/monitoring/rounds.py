@@ -44,6 +44,7 @@ class RoundSummary(TypedDict, total=False):
     started: float
     fence: int | None
     lease_lost: bool
+    cluster: int  # the cluster of a poll outside the ticks (poll_cluster_now)
 
 
 class Round(Protocol):
@@ -141,7 +142,7 @@ def run_shard(
             pass
 
 
-def poll_cluster_now(cluster_id, now=None):
+def poll_cluster_now(cluster_id: int, now: float | None = None) -> RoundSummary:
     """One cluster's backends polled now, outside the beat ticks (the writer watch's trigger: a watched writer's
     connection closed), their latest-state documents and history written by the backend round's own code. Returns
     the round's summary (with "docs", as run_shard's).
@@ -156,8 +157,8 @@ def poll_cluster_now(cluster_id, now=None):
     servers = pollers.servers_of_cluster(cluster_id)
     if not servers:
         return {"polled": 0}
-    summary = pollers.backend_round(servers, now=now)
-    summary.update(started=now, cluster=cluster_id)
+    summary: RoundSummary = pollers.backend_round(servers, now=now)
+    summary["started"], summary["cluster"] = now, cluster_id
     log.info(
         "%s of cluster %s polled now: %s", live.BACKEND, cluster_id, {k: v for k, v in summary.items() if k != "docs"}
     )

@@ -30,7 +30,7 @@ from apps.fleet.choices import NativeManager
 from apps.fleet.models import Cluster, Server
 from controlplane.tasks import enqueue
 
-from .switchover import current_writer
+from .switchover import current_writers
 
 log = logging.getLogger(__name__)
 REFRESH_S = 1.0
@@ -43,12 +43,11 @@ TargetKey = tuple[int, str, int, str, str, str | None, bool]  # what a watched c
 def writer_targets() -> dict[int, Server]:
     """{cluster id: its current writer} of the clusters with automatic failover on and no native manager (there
     ProxySQL's Monitor moves the writer, and rules.apply_failover stays out)."""
+    clusters = {c.pk: c for c in Cluster.objects.filter(auto_failover_enabled=True, native_manager=NativeManager.NONE)}
     targets = {}
-    for cluster in Cluster.objects.filter(auto_failover_enabled=True, native_manager=NativeManager.NONE):
-        writer = current_writer(cluster)
-        if writer is not None:
-            writer.server.cluster = cluster  # for_server reads it: no query more
-            targets[cluster.pk] = writer.server
+    for cluster_id, writer in current_writers(clusters.values()).items():  # two queries a refresh, not one a cluster
+        writer.server.cluster = clusters[cluster_id]  # for_server reads it: no query more
+        targets[cluster_id] = writer.server
     return targets
 
 

@@ -10,6 +10,7 @@ from django.db import connection
 
 from apps.fleet.choices import NativeManager
 from apps.fleet.models import Cluster, HostgroupMembership, Server
+from apps.operations.switchover import current_writer
 from apps.operations.writer_watch import WriterWatch, target_key, writer_targets
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the watch's loop reads the clusters on a thread of its own
@@ -36,6 +37,27 @@ def test_the_targets_are_the_writers_of_the_clusters_the_product_fails_over_itse
     assert target_key(targets[watched.pk])[:3] == (writer.pk, "127.0.0.1", 1)
     Cluster.objects.filter(pk=watched.pk).update(credential_hosts="127.0.0.1")
     assert target_key(writer_targets()[watched.pk]) != target_key(targets[watched.pk])  # opened again on a change
+
+
+def test_the_targets_are_read_in_two_queries_and_name_current_writers_choice(django_assert_num_queries):
+    """Read every second: two queries whatever the number of clusters, each cluster's writer the one current_writer
+    gives (the heaviest member of the writer hostgroup not OFFLINE_HARD; a tie to the lower port)."""
+    clusters = []
+    for i in range(6):
+        cluster, _ = cluster_with_writer(f"c{i}", 10 * i + 1, auto_failover_enabled=True)
+        tie = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=10 * i + 2 - 2 * (i % 2))
+        HostgroupMembership.objects.create(server=tie, hostgroup_id=100, weight=1000)  # a tie: the lower port
+        heavier_reader = Server.objects.create(cluster=cluster, hostname="127.0.0.1", port=10 * i + 3)
+        HostgroupMembership.objects.create(server=heavier_reader, hostgroup_id=101, weight=99999)
+        clusters.append(cluster)
+    HostgroupMembership.objects.filter(server__cluster=clusters[2], server__port=21).update(status="OFFLINE_HARD")
+    with django_assert_num_queries(2):
+        targets = writer_targets()
+    assert (
+        {pk: s.port for pk, s in targets.items()}
+        == {c.pk: current_writer(c).server.port for c in clusters}
+        == {c.pk: p for c, p in zip(clusters, (1, 10, 22, 30, 41, 50))}
+    )
 
 
 def test_a_writer_it_cannot_connect_to_is_tried_once_per_refresh():
