@@ -280,18 +280,24 @@ def report_pdf(report: Report) -> bytes:
     are kept in the report-pdf cache under a digest of what they are made of (the HTML and every chart): the same
     report downloaded again, or by a page reloaded in a loop, is rendered once, and a change to the report, its
     charts or the template renders anew."""
+    html, pngs, cache_key = pdf_source(report)
+    pdf = caches["report-pdf"].get(cache_key)
+    if pdf is None:
+        pdf = _render_pdf(html, pngs)
+        caches["report-pdf"].set(cache_key, pdf)
+    return pdf
+
+
+def pdf_source(report: Report) -> tuple[str, dict[str, bytes], str]:
+    """What a report's PDF is made of, its HTML and its charts' PNGs by key, and the report-pdf cache key they
+    digest to."""
     pngs = {k: bytes(v) for k, v in report.charts.values_list("key", "png")}
     html = render_html(report, report.data, charts_meta(report), "pdf")
     made_of = hashlib.sha256(html.encode())
     for key in sorted(pngs):
         made_of.update(f"\0{key}\0{len(pngs[key])}\0".encode())
         made_of.update(pngs[key])
-    cache_key = f"report-pdf:{made_of.hexdigest()}"
-    pdf = caches["report-pdf"].get(cache_key)
-    if pdf is None:
-        pdf = _render_pdf(html, pngs)
-        caches["report-pdf"].set(cache_key, pdf)
-    return pdf
+    return html, pngs, f"report-pdf:{made_of.hexdigest()}"
 
 
 def _render_pdf(html: str, pngs: dict[str, bytes]) -> bytes:
