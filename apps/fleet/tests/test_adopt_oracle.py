@@ -46,20 +46,48 @@ def errors_of(body):
     return [line for line in body.splitlines() if "Could not read" in line]
 
 
+class Silent(NotMySQL):
+    """An open port that takes the connection and never says a word (a tarpit, a paused service)."""
+
+    def serve(self):
+        self.held = []
+        while True:
+            try:
+                self.held.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+
+# Each kind is tried this many times and its quickest answer compared: a busy machine only ever adds time to an
+# answer (CI's sqlite-1 pass of ee1417b took 1.66 s for one answer whose delay ends at 0.75 s), so the quickest is
+# the product's own delay, and a kind told apart by it would still show in it.
+TRIES = 3
+
+
 def test_a_closed_port_another_service_and_wrong_credentials_answer_alike(operator_client, lab_pair, settings):
     settings.ADOPT_ATTEMPTS_PER_MINUTE = 100
     first, _ = lab_pair
-    other = NotMySQL()
+    other, silent = NotMySQL(), Silent()
     operator_client.post(reverse("fleet:adopt"), form_data(first, admin_port=closed_port()))  # warm: not timed
+    kinds = (
+        lambda: {"admin_port": closed_port()},
+        lambda: {"admin_port": other.port},
+        lambda: {"admin_port": silent.port},
+        lambda: {"admin_password": "not-the-password"},
+    )
     answers, durations = [], []
-    for over in ({"admin_port": closed_port()}, {"admin_port": other.port}, {"admin_password": "not-the-password"}):
-        started = time.monotonic()
-        response = operator_client.post(reverse("fleet:adopt"), form_data(first, **over))
-        durations.append(time.monotonic() - started)
-        assert response.status_code == 400
-        port = over.get("admin_port", first.port)
-        answers.append(response.content.decode().replace(str(port), "PORT"))
-    assert errors_of(answers[0]) and errors_of(answers[0]) == errors_of(answers[1]) == errors_of(answers[2]), answers
+    for kind in kinds:
+        tries = []
+        for _ in range(TRIES):
+            over = kind()
+            started = time.monotonic()
+            response = operator_client.post(reverse("fleet:adopt"), form_data(first, **over))
+            tries.append(time.monotonic() - started)
+            assert response.status_code == 400
+            port = over.get("admin_port", first.port)
+            answers.append(response.content.decode().replace(str(port), "PORT"))
+        durations.append(min(tries))
+    assert errors_of(answers[0]) and all(errors_of(answer) == errors_of(answers[0]) for answer in answers), answers
     assert max(durations) - min(durations) < 0.5, durations  # nor does the time tell them apart
     assert min(durations) >= settings.PROXYSQL_CONNECT_TIMEOUT
     audited = {
@@ -68,6 +96,7 @@ def test_a_closed_port_another_service_and_wrong_credentials_answer_alike(operat
     }
     assert len(audited) == 1  # the audit log (viewers read it) tells them apart no more
     other.sock.close()
+    silent.sock.close()
 
 
 def test_the_confirm_is_rate_limited_like_the_preview(operator_client, lab_pair, settings):

@@ -54,11 +54,11 @@ def configured(weights):
     return [rows, rows]
 
 
-def natively_managed(nodes, extra=()):
+def natively_managed(nodes, extra=(), layout=native.NATIVE):
     """The drift test's layout (all three in writer hostgroup 100, weights 1000/900/800, writer_is_also_reader 1),
-    placed by Monitor on each node (3311 writing), adopted as one Galera cluster."""
+    placed by Monitor on each node (3311 writing), adopted as one Galera cluster. `layout`: other native statements."""
     for node in nodes:
-        native.admin(node, *demo.plain_layout_statements(), *native.NATIVE, *extra)
+        native.admin(node, *demo.plain_layout_statements(), *layout, *extra)
     for n, node in enumerate(nodes, 1):
         native.wait_placed(node, 3311)
         adopt_double(node, "native-galera", f"n{n}")
@@ -351,12 +351,11 @@ def check_a_new_backend_enters_as_a_backup_writer(nodes, user):
     Galera nodes written at once, certification failures. It enters the manager's backup writer hostgroup (102)
     instead, Monitor placing it from there at its next check; runtime, sampled all along, never holds another writer
     than Monitor's; memory and disk end as configured, the new row in 100."""
-    gone = [
-        "DELETE FROM mysql_servers WHERE port=3313",
-        "LOAD MYSQL SERVERS TO RUNTIME",
-        "SAVE MYSQL SERVERS TO DISK",
-    ]
-    cluster = natively_managed(nodes, gone)
+    # 3313 never in the manager's layout: deleted after a LOAD that had it, a Galera check of 3313 still in flight on
+    # a real 2.7.1 placed it at runtime again after the deleting LOAD (CI's mariadb-2 pass of 4cc1e00: the change set
+    # refused, runtime holding 3313 in 100, 101 and 102 where memory had none)
+    two = [sql for sql in native.NATIVE if "3313," not in sql]
+    cluster = natively_managed(nodes, layout=two)
     assert [layers(node) for node in nodes] == [configured([(3311, 1000), (3312, 900)])] * 2
     row = next(r for r in latest(cluster).content["mysql_servers"] if r["hostgroup_id"] == 100 and r["port"] == 3312)
     new = {"op": "upsert", "table": "mysql_servers", "row": {**row, "port": 3313, "weight": 800}}

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from apps.alerts.tests import test_native_galera_drift as native
+from apps.clients.proxysql import ProxySQLAdmin
 from apps.fleet.models import Server
 from apps.operations import rollbacks
 from apps.operations.models import Operation, PendingRollback
@@ -22,37 +23,41 @@ from .test_switchover_native_galera import configured, layers, natively_managed,
 pytestmark = pytest.mark.django_db
 
 
-def restart_once_drained(node, restart):
-    """A thread that restarts `node` as soon as its runtime shows the drain (3311 OFFLINE_SOFT in hostgroup 100)."""
+def restart_once_drained(node, restart, monkeypatch):
+    """Restarts `node` (in a thread of its own, the operation going on beside it) as soon as it has answered the
+    drain's LOAD MYSQL SERVERS TO RUNTIME, the operation's first of that statement to it. Armed in the admin client's
+    run(), the one way a statement reaches a node: polling the node's runtime for the drain from another thread missed
+    the drain when the machine was busy (CI's sqlite-1 pass of ee1417b: Monitor re-placed the servers before a poll
+    saw OFFLINE_SOFT, and no restart happened)."""
     said = {}
+    send = ProxySQLAdmin.run
 
-    def run():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                rows = native.admin(
-                    node, "SELECT status FROM runtime_mysql_servers WHERE hostgroup_id=100 AND port=3311"
-                )
-            except Exception as exc:  # noqa: BLE001 -- a node busy restarting: try again
-                said.setdefault("errors", []).append(str(exc))
-                rows = ()
-            if ("OFFLINE_SOFT",) in [tuple(r) for r in rows]:
-                said["restarted"] = restart()
-                return
-            time.sleep(0.005)
+    def run_restart():
+        said["restarted"] = restart()
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, said
+    def run(client, sql, params=(), *, action=None):
+        answer = send(client, sql, params, action=action)
+        if (
+            "thread" not in said
+            and client.endpoint[1] == node.port
+            and sql.strip().upper() == "LOAD MYSQL SERVERS TO RUNTIME"
+        ):
+            said["thread"] = threading.Thread(target=run_restart, daemon=True)
+            said["thread"].start()
+        return answer
+
+    monkeypatch.setattr(ProxySQLAdmin, "run", run)
+    return said
 
 
-def check_restart_mid_switchover(nodes, user, restart):
+def check_restart_mid_switchover(nodes, user, restart, monkeypatch):
     cluster = natively_managed(nodes)
     plan = plan_switchover(cluster, Server.objects.get(port=3312))
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    thread, said = restart_once_drained(nodes[1], restart)
+    said = restart_once_drained(nodes[1], restart, monkeypatch)
     op = run_plan(plan, user)
-    thread.join(60)
+    assert "thread" in said, "the operation never loaded the drain on the second node"
+    said["thread"].join(60)
     assert "restarted" in said, said
     deadline = time.monotonic() + 60
     while op.state == "rollback_pending":  # the node was still starting: its part of the rollback is retried
@@ -75,14 +80,14 @@ def check_restart_mid_switchover(nodes, user, restart):
 
 
 def test_a_node_restarted_between_drain_and_memory_restore_on_a_double_pair(
-    proxysql_double_factory, galera_healthy, live_redis, operator_user
+    proxysql_double_factory, galera_healthy, live_redis, operator_user, monkeypatch
 ):
     nodes = proxysql_double_factory(2)
-    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)
+    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart, monkeypatch)
 
 
 def test_a_node_restarted_between_drain_and_memory_restore_on_a_real_pair(
-    real_proxysql_factory, galera_healthy, live_redis, operator_user
+    real_proxysql_factory, galera_healthy, live_redis, operator_user, monkeypatch
 ):
     nodes = [real_proxysql_factory("2.7.1", name=f"galera-restart-{n}") for n in (1, 2)]
-    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)
+    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart, monkeypatch)
