@@ -95,7 +95,8 @@ def no_drift_anywhere(cluster):
     tick(["proxysql"])
     results = stored(ProxySQLNode.objects.filter(cluster=cluster).values_list("pk", flat=True))
     assert results and all(r.findings == [] and r.runtime == [] for r in results.values()), results
-    assert not open_alerts("drift") and not open_alerts("restart_drift")
+    left = open_alerts("drift") + open_alerts("restart_drift")
+    assert not left, [(a.rule, a.state, a.held, a.summary, a.details) for a in left]  # what differed, when it fails
     assert [a for a in fleet_overview()["attention"] if a["what"] == "drift"] == []
 
 
