@@ -49,8 +49,11 @@ def errors_of(body):
 class Silent(NotMySQL):
     """An open port that takes the connection and never says a word (a tarpit, a paused service)."""
 
+    def __init__(self):
+        self.held = []  # the connections taken, closed at the end
+        super().__init__()
+
     def serve(self):
-        self.held = []
         while True:
             try:
                 self.held.append(self.sock.accept()[0])
@@ -97,6 +100,8 @@ def test_a_closed_port_another_service_and_wrong_credentials_answer_alike(operat
     assert len(audited) == 1  # the audit log (viewers read it) tells them apart no more
     other.sock.close()
     silent.sock.close()
+    for conn in silent.held:
+        conn.close()
 
 
 def test_the_confirm_is_rate_limited_like_the_preview(operator_client, lab_pair, settings):

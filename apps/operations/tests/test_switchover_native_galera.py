@@ -198,6 +198,10 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         rows = native.admin(node, "SELECT MAX(time_start_us) FROM monitor.mysql_server_galera_log WHERE port=3311")
         return int(rows[0][0] or 0)
 
+    def writer_hostgroup(node):
+        rows = native.admin(node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100 ORDER BY port")
+        return tuple((int(port), status) for port, status in rows)
+
     seen, checked = set(), {}
 
     def force_a_check_while_drained():
@@ -208,10 +212,7 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         drained = set()
         while time.monotonic() < deadline and len(drained) < len(nodes):
             for n, node in enumerate(nodes):
-                rows = native.admin(
-                    node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100 ORDER BY port"
-                )
-                rows = tuple((int(port), status) for port, status in rows)
+                rows = writer_hostgroup(node)
                 if (3311, "OFFLINE_SOFT") in rows:
                     drained.add(n)
                 if n in drained and held.is_alive():
@@ -221,15 +222,10 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         for node in nodes:
             native.admin(node, "LOAD MYSQL VARIABLES TO RUNTIME")
         while time.monotonic() < deadline:
-            rows = [
-                native.admin(
-                    node, "SELECT port, status FROM runtime_mysql_servers WHERE hostgroup_id=100 ORDER BY port"
-                )
-                for node in nodes
-            ]
+            rows = [writer_hostgroup(node) for node in nodes]
             if not held.is_alive():  # the session may have ended during these reads: the move may be in them
                 break
-            seen.update((n, tuple((int(port), status) for port, status in r)) for n, r in enumerate(rows))
+            seen.update(enumerate(rows))
             time.sleep(0.02)
         checked.update({n: checks_of_3311(node) > b for n, (node, b) in enumerate(zip(nodes, before))})
 

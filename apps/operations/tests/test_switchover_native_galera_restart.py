@@ -26,9 +26,9 @@ pytestmark = pytest.mark.django_db
 def restart_once_drained(node, restart, monkeypatch):
     """Restarts `node` (in a thread of its own, the operation going on beside it) as soon as it has answered the
     drain's LOAD MYSQL SERVERS TO RUNTIME, the operation's first of that statement to it. Armed in the admin client's
-    run(), the one way a statement reaches a node: polling the node's runtime for the drain from another thread missed
-    the drain when the machine was busy (CI's sqlite-1 pass of ee1417b: Monitor re-placed the servers before a poll
-    saw OFFLINE_SOFT, and no restart happened)."""
+    run(), the one way a statement reaches a node (a call through: the statement still goes to the node), as
+    lab/bench_faults.py arms its kills: polling the node's runtime for the drain from another thread missed the drain
+    when the machine was busy (CI's sqlite-1 pass of ee1417b: no poll saw OFFLINE_SOFT, and no restart happened)."""
     said = {}
     send = ProxySQLAdmin.run
 
