@@ -13,10 +13,14 @@ what the polls stored, each naming its figures when it fails:
 - refused: the queries the change's own error_msg rules answer with an error (read from the nodes' rule hits: no
   counter the polls read sees them), as errors per second against the rollout's error threshold.
 
+"Since the change" is since the wave started (the window before ends there): a poll round's rows all carry the
+round's start time while each node is read later, so a poll that started before the change was applied can hold
+the change's first errors; and a wave of several clusters applies them one by one, the first running the change
+while the others are written. Nothing falls between the two windows.
+
 Each check takes the gate's reading (Reading) and adds its figures per node (or per cluster) and, when it fails,
 a sentence and a dict naming the gate."""
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -60,8 +64,8 @@ class Reading:
 
     rollout: object
     nodes: list
-    started: object  # the wave started (the window before ends here)
-    applied: object  # the change was applied (the window since starts here)
+    started: object  # the wave started: the window before ends here, the window since the change starts here
+    applied: object  # the wave's change was applied on every node (the refused check's rule hits count from then)
     window: object  # timedelta: the length of the window before
     figures: dict = field(default_factory=dict)  # node name -> {figure: value}
     clusters: dict = field(default_factory=dict)  # cluster name -> {figure: value}
@@ -85,7 +89,7 @@ def backends(reading):
     for node_id, ts, _, key, (state,) in rows:
         if ts < reading.started:
             before[(node_id, key)] = state  # time order: the last poll before the wave wins
-        elif ts >= reading.applied and state in DOWN:
+        elif state in DOWN:
             since.setdefault((node_id, key), state)
     for pk, name in ids.items():
         down = sorted(
@@ -121,7 +125,7 @@ def mirror(reading):
     for pk, name, _ in reading.nodes:
         mine = samples.filter(node_id=pk)
         before = _queue_share(mine.filter(ts__gte=reading.started - reading.window, ts__lt=reading.started))
-        after = _queue_share(mine.filter(ts__gte=reading.applied))
+        after = _queue_share(mine.filter(ts__gte=reading.started))
         reading.figures.setdefault(name, {}).update(
             mirror_queue_before=before and before[1],
             mirror_queue_after=after and after[1],
@@ -169,15 +173,16 @@ def latency(reading):
     for pk, _, cluster in reading.nodes:
         by_cluster.setdefault(cluster, []).append(pk)
     start, since = _epoch(reading.started - reading.window), _epoch(reading.started)
-    applied = math.ceil(reading.applied.timestamp())  # a digest poll's rows: the interval that ends at their ts
     kept = reading.kept
     for cluster, ids in by_cluster.items():
         if cluster not in kept.scopes:
             kept.scopes[cluster] = touched(reading.rollout, cluster, kept.batch)
         scope = kept.scopes[cluster]
         stats = DigestStat.objects.filter(resolution=DIGEST_RAW, source__node_id__in=ids)
-        before = _per_query_ms(stats.filter(ts__gte=start, ts__lt=since), scope)
-        after = _per_query_ms(stats.filter(ts__gt=applied), scope)
+        # a digest poll's rows cover the interval that ends at their ts (whole seconds): a row at `since` ended
+        # before the wave started
+        before = _per_query_ms(stats.filter(ts__gte=start, ts__lte=since), scope)
+        after = _per_query_ms(stats.filter(ts__gt=since), scope)
         reading.clusters[cluster] = {
             "latency_ms_before": before and before[0],
             "latency_ms_after": after and after[0],

@@ -61,7 +61,8 @@ def gate(
     kept: gates.Kept | None = None,
 ) -> Verdict:
     """The wave's health from the polls and the alerts: per node of its clusters, client connections aborted +
-    backend connection errors per second since the change, against the same length of window before the wave;
+    backend connection errors per second since the wave started (gates.py says why not since `applied`), against
+    the same length of window before it;
     backends newly SHUNNED or OFFLINE, the mirror queue against its limit and the digests' latency (gates.py);
     and any alert of those clusters that fired since the wave started. `kept`: the bake's gates.Kept."""
     skipped = set(rollout.clusters.filter(state=ClusterState.SKIPPED).values_list("cluster_id", flat=True))
@@ -80,7 +81,7 @@ def gate(
     latest = gates.latest_polls([pk for pk, _, _ in reading.nodes])
     for node_id, name, _ in reading.nodes:
         before = _errors(samples.filter(node_id=node_id, ts__gte=started - window, ts__lt=started))
-        after = _errors_since(samples.filter(node_id=node_id, ts__gte=applied), latest.get(node_id), applied)
+        after = _errors_since(samples.filter(node_id=node_id, ts__gte=started), latest.get(node_id), started)
         reading.figures[name] = {"errors_per_s_before": before, "errors_per_s_after": after}
         if after is not None and after > (before or 0.0) + rollout.max_error_rate:
             reading.fail(
@@ -135,9 +136,9 @@ def _errors(samples: QuerySet[ProxySQLSample]) -> float | None:
     return (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
 
 
-def _errors_since(samples: QuerySet[ProxySQLSample], poll: gates.LatestPoll | None, applied: datetime) -> float | None:
-    """Errors per second since the change: the stored polls' average, with the node's latest poll (gates.LatestPoll)
-    counted as one more when it came after the change and is not stored yet (its round still running)."""
+def _errors_since(samples: QuerySet[ProxySQLSample], poll: gates.LatestPoll | None, since: datetime) -> float | None:
+    """Errors per second since the wave started: the stored polls' average, with the node's latest poll
+    (gates.LatestPoll) counted as one more when it came since and is not stored yet (its round still running)."""
     row = samples.aggregate(
         aborted=Avg("client_connections_aborted_ps"),
         conn_err=Avg("conn_err_ps"),
@@ -149,7 +150,7 @@ def _errors_since(samples: QuerySet[ProxySQLSample], poll: gates.LatestPoll | No
         if row["aborted"] is None and row["conn_err"] is None
         else (row["aborted"] or 0.0) + (row["conn_err"] or 0.0)
     )
-    if poll is None or not poll.ok or poll.ts < applied.timestamp():
+    if poll is None or not poll.ok or poll.ts < since.timestamp():
         return stored
     if row["last"] is not None and poll.ts <= row["last"].timestamp() + 0.001:
         return stored  # already in the history

@@ -191,20 +191,29 @@ def test_errors_at_the_canary_halt_it_and_its_rollback_leaves_every_layer_as_bef
         bake_s=0.5,
     )
     canary = doubles[:2]
-    hurt_at = []
+    hurt_at, healed = [], threading.Event()
 
     def hurt():
-        # The change's harm as the nodes report it: the canary's nodes count aborted client connections (the
-        # double's rules do not route its modelled traffic, so the errors are made here; the gate reads the polls).
-        for n, double in enumerate(canary):
-            double.traffic.set_global("Client_Connections_aborted", 100000 * (n + 1))
+        # The change's harm as the nodes report it: the canary's nodes count aborted client connections, more every
+        # 0.1 s while the rule is in place (the double's rules do not route its modelled traffic, so the errors are
+        # made here; the gate reads the polls). A single burst read by a round that began before the change is
+        # test_gate_latest_poll.py's.
         hurt_at.append(time.monotonic())
+        aborted = 0
+        while not healed.is_set():
+            aborted += 10000
+            for n, double in enumerate(canary):
+                double.traffic.set_global("Client_Connections_aborted", aborted * (n + 1))
+            healed.wait(0.1)
 
     with Poller(interval=0.3):
         hurting = once_baking(rollout, 0, hurt)
         services.start(rollout, actor=Actor.command(starter), enqueue=False)
         started = time.monotonic()
-        assert services.run(rollout.pk) == RolloutState.HALTED
+        try:
+            assert services.run(rollout.pk) == RolloutState.HALTED
+        finally:
+            healed.set()  # the rule rolled back (or the test over): no more errors
         rolled_back_at = time.monotonic()
         halted_in = rolled_back_at - started
         hurting.join(5)
