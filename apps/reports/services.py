@@ -31,7 +31,7 @@ from apps.fleet.models import Cluster
 from apps.rollouts import report as rollouts_report
 from controlplane.converters import parse_id
 
-from . import charts, content, fmt, periods
+from . import content, fmt, periods
 from .choices import Scope
 from .forms import ScheduleForm
 from .models import Report, ReportChart, ReportSchedule
@@ -154,6 +154,10 @@ def build_report(
     actor = actor or _schedule_actor(schedule)
     started = time.monotonic()
     data = build_data(cluster, period, span, rolling)
+    # why: matplotlib and numpy are ~56 MiB a process, and every worker process imports this module (its tasks);
+    # only the one that builds a report loads them
+    from . import charts
+
     drawn = charts.render_all(data)
     charts_meta = [{"key": k, "title": t, "width": w, "height": h} for k, t, _, w, h in drawn]
     report = Report(
