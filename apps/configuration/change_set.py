@@ -9,13 +9,16 @@ Steps: apply (edits + LOAD, every node in parallel) -> verify (read back every n
 (SAVE ... TO DISK) -> record the next version (the inventory follows it).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from django.db import transaction
 
-from apps.fleet.models import Server
+from apps.audit.actor import Actor
+from apps.clients.proxysql import ProxySQLAdmin
+from apps.fleet.models import Cluster, ProxySQLNode, Server
 from apps.fleet.native import MANAGER_TABLES
 from apps.monitoring import live
 from apps.plans.registry import planning
@@ -23,12 +26,13 @@ from apps.plans.vocabulary import PROXYSQL, Guard, Plan, Sql, Step, no_other_ope
 
 from . import content as C
 from . import nodes as N
-from .findings import effect_findings
+from .findings import Finding, effect_findings
 from .models import ChangeSet, ConfigVersion
-from .native_load import marks_kept, placement_load
+from .native_load import Row, marks_kept, placement_load
 from .secrets import Collector
 from .services import Refused, check_base, create_change_set, known_secrets, latest, require_reason, set_reason
-from .statements import node_plan
+from .nodes import Layers, NodeConfig, ServerRows
+from .statements import NodePlan, ServersLoad, node_plan
 from .variables import SECRETS as SECRET_VARIABLES
 
 CONFIG = "config"  # the operation kind (operations.choices.OperationKind.CONFIG names the same)
@@ -42,13 +46,17 @@ class NodeFigures(msgspec.Struct):
     figures: dict[str, float | int | None] = {}
 
 
-def diff_lines(d, limit=None):
+def diff_lines(d: C.Diff, limit: int | None = None) -> list[dict[str, Any]]:
     """A Diff as rows for the pages: table, key, what changed, before -> after per field."""
     out = []
     for c in d.rows:
         secret = {"password"} if c.table == "mysql_users" else set()
         fields = [
-            {"name": f, "before": C.shown(c.before.get(f), f in secret), "after": C.shown(c.after.get(f), f in secret)}
+            {
+                "name": f,
+                "before": C.shown((c.before or {}).get(f), f in secret),
+                "after": C.shown((c.after or {}).get(f), f in secret),
+            }
             for f in c.fields
         ]
         out.append(
@@ -57,18 +65,18 @@ def diff_lines(d, limit=None):
                 "key": list(c.key),
                 "change": c.change,
                 "fields": fields,
-                "row": {k: C.shown(v, k in secret) for k, v in (c.after or c.before).items()},
+                "row": {k: C.shown(v, k in secret) for k, v in (c.after or c.before or {}).items()},
             }
         )
     for name, before, after in d.variables:
-        secret = name in SECRET_VARIABLES
+        hidden = name in SECRET_VARIABLES
         out.append(
             {
                 "table": "global_variables",
                 "key": [name],
                 "change": "changed" if before is not None else "added",
                 "fields": [
-                    {"name": "variable_value", "before": C.shown(before, secret), "after": C.shown(after, secret)}
+                    {"name": "variable_value", "before": C.shown(before, hidden), "after": C.shown(after, hidden)}
                 ],
                 "row": {},
             }
@@ -90,7 +98,7 @@ def diff_lines(d, limit=None):
 PER_CLUSTER_TABLES = {"mysql_servers", "mysql_galera_hostgroups", "mysql_replication_hostgroups"}
 
 
-def plan_change_set(cs, kind=CONFIG):
+def plan_change_set(cs: ChangeSet, kind: str = CONFIG) -> tuple[Plan, Collector]:
     """The change set's plan, as an operation of `kind` (a kind that applies a change set its own way, e.g. a
     rollout's canary, plans it here first: its spec then says how the plan meets ProxySQL Cluster sync). In three
     parts, as switchover.py: read (read_change_set: the nodes, their documents, the traffic, the database), judge
@@ -114,25 +122,25 @@ class ChangeSetRead:
     was open: its driver escapes every value), their polled figures, the traffic, and the database's answers (who
     holds the cluster, the current version, backends of other clusters, shared nodes, the pending rollback guard)."""
 
-    base: dict
-    target: dict
+    base: C.Content
+    target: C.Content
     intended: C.Diff
-    hostgroups: set
+    hostgroups: set[int]
     write_back: bool
-    managed: set  # the hostgroups whose placement the LOAD keeps as Monitor made it (native_load.py)
+    managed: set[int]  # the hostgroups whose placement the LOAD keeps as Monitor made it (native_load.py)
     collector: Collector
-    placed: dict  # where each node's statements hold a secret (Plan.secrets)
-    nodes: dict = field(default_factory=dict)
-    figures: dict = field(default_factory=dict)  # {node name: its document's figures}
+    placed: dict[str, list[list[Any]]]  # where each node's statements hold a secret (Plan.secrets)
+    nodes: dict[int, NodeConfig] = field(default_factory=dict)
+    figures: dict[str, dict[str, float | int | None]] = field(default_factory=dict)  # {node name: its figures}
     traffic: Any = None  # planning().traffic's answer (digests' Traffic); None for a write-back
     holder: str | None = None
     current: ConfigVersion | None = None
-    taken: list = field(default_factory=list)  # "backend (its cluster)" of the target's backends in another cluster
-    shared_nodes: list = field(default_factory=list)  # names of the nodes another cluster shares
+    taken: list[str] = field(default_factory=list)  # "backend (its cluster)" of the target's backends elsewhere
+    shared_nodes: list[str] = field(default_factory=list)  # names of the nodes another cluster shares
     pending: Guard | None = None  # None for a write-back (a repair runs while a rollback is pending)
 
 
-def read_change_set(cs):
+def read_change_set(cs: ChangeSet) -> ChangeSetRead:
     """The read: every chosen node once (the statements rendered in it), the nodes' latest-state documents, the
     cluster's traffic, then the database. The only part of the plan that reads anything."""
     cluster = cs.cluster
@@ -152,14 +160,17 @@ def read_change_set(cs):
     )
     monitor_marks, entry = galera_writer_hostgroups(cluster), native_entry(cluster)
 
-    def build(admin, layers, node, shunned):  # a write-back writes every difference, a change set only its diff's rows
+    def build(admin: ProxySQLAdmin, layers: Layers, node: ProxySQLNode, shunned: ServerRows) -> NodePlan:
+        # a write-back writes every difference, a change set only its diff's rows
         sql = Sql(admin, read.placed)
-        servers_load = None
+        servers_load: ServersLoad | None = None
         if read.managed:  # Monitor's placement loaded with the edits, never the configured rows (native_load.py)
             runtime = marks_kept(layers["runtime"]["mysql_servers"], shunned, monitor_marks)
 
-            def servers_load(written):
+            def load(written: dict[C.Key, Row | None]) -> tuple[list[str], list[str]]:
                 return placement_load(sql, read.managed, layers["memory"]["mysql_servers"], runtime, written, entry)
+
+            servers_load = load
 
         return node_plan(
             sql,
@@ -198,7 +209,7 @@ def read_change_set(cs):
     return read
 
 
-def change_set_guards(cs, read):
+def change_set_guards(cs: ChangeSet, read: ChangeSetRead) -> tuple[list[Guard], list[Finding]]:
     """The judgement, from the read alone: (guards, the effect check's findings)."""
     findings = effect_findings(
         cs.cluster,
@@ -210,15 +221,15 @@ def change_set_guards(cs, read):
         traffic=read.traffic,
         every_node=not cs.nodes,
     )
-    statements = sum(nc.plan.changes for nc in read.nodes.values() if not nc.error)
+    statements = sum(_plan(nc).changes for nc in read.nodes.values() if not nc.error)
     changes = statements if read.write_back else read.intended.count()
     current, holder = read.current, read.holder
     guards = [
         Guard(
             "based_on_current",
             f"Based on the current version ({cs.base.number})",
-            current.pk == cs.base_id,
-            f"version {current.number} is current",
+            current is not None and current.pk == cs.base_id,
+            f"version {current.number} is current" if current is not None else "the cluster has no version",
             False,
         ),
         Guard(
@@ -269,23 +280,29 @@ def change_set_guards(cs, read):
     return guards, findings
 
 
-def _readable(read):
+def _readable(read: ChangeSetRead) -> dict[int, NodeConfig]:
     return {pk: nc for pk, nc in read.nodes.items() if not nc.error}
 
 
-def _number(cs, read):
+def _plan(nc: NodeConfig) -> NodePlan:
+    """A node's statements, made by read_change_set's build() on every node it could read."""
+    assert nc.plan is not None, f"{nc.name}: read without its statements"
+    return nc.plan
+
+
+def _number(cs: ChangeSet, read: ChangeSetRead) -> int:
     """The version the change set records: the next one, or the base again for a write-back."""
     return cs.base.number if read.write_back else cs.base.number + 1
 
 
-def change_set_steps(cs, read):
+def change_set_steps(cs: ChangeSet, read: ChangeSetRead) -> list[Step]:
     """The steps and their statements per node, from the read alone."""
     readable = _readable(read)
     apply_nodes = {
-        str(pk): {"name": nc.name, "sql": nc.plan.sql, "rollback": nc.plan.rollback} for pk, nc in readable.items()
+        str(pk): {"name": nc.name, "sql": _plan(nc).sql, "rollback": _plan(nc).rollback} for pk, nc in readable.items()
     }
     save_nodes = {
-        str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in nc.plan.modules], "rollback": []}
+        str(pk): {"name": nc.name, "sql": [Sql.save(m) for m in _plan(nc).modules], "rollback": []}
         for pk, nc in readable.items()
     }
     number = _number(cs, read)
@@ -322,7 +339,7 @@ def change_set_steps(cs, read):
     ]
 
 
-def change_set_facts(cs, read, findings):
+def change_set_facts(cs: ChangeSet, read: ChangeSetRead, findings: list[Finding]) -> dict[str, Any]:
     """What the plan page shows besides guards and steps, from the read and the judgement's findings."""
     readable = _readable(read)
     same_secret = C.same_secret(read.collector.value)
@@ -339,11 +356,11 @@ def change_set_facts(cs, read, findings):
         },
         "unreachable": {nc.name: nc.error for nc in read.nodes.values() if nc.error},
         # per node, each user written: its password kept as the node has it or set (the form, never the value)
-        "passwords": {nc.name: nc.plan.passwords for nc in readable.values() if nc.plan.passwords},
+        "passwords": {nc.name: _plan(nc).passwords for nc in readable.values() if _plan(nc).passwords},
     }
 
 
-def change_set_title(cs, read):
+def change_set_title(cs: ChangeSet, read: ChangeSetRead) -> str:
     """What the change set does, not its first edit's reason (that stays on the change set and in facts["reason"])."""
     number = _number(cs, read)
     if read.write_back:
@@ -353,7 +370,7 @@ def change_set_title(cs, read):
     )
 
 
-def native_placement(cluster, intended, write_back):
+def native_placement(cluster: Cluster, intended: C.Diff, write_back: bool) -> set[int]:
     """The hostgroups whose placement a change set's LOAD keeps as Monitor made it (native_load.py): ProxySQL's
     replication or Galera manager's, unless the change set edits the manager's own rows (then its rows are loaded as
     they are, Monitor placing them from there) or is a write-back (every row as the version has it)."""
@@ -366,7 +383,7 @@ def native_placement(cluster, intended, write_back):
     return cluster.managed_hostgroups()
 
 
-def galera_writer_hostgroups(cluster):
+def galera_writer_hostgroups(cluster: Cluster) -> set[int]:
     """The writer hostgroups of the cluster's active Galera manager rows: its SHUNNED rows there are Monitor's marks of
     the backup writers, loaded SHUNNED in the placement a change set loads (loaded ONLINE they would write)."""
     if cluster.native_manager != "galera":
@@ -374,11 +391,11 @@ def galera_writer_hostgroups(cluster):
     return {int(n["writer_hostgroup"]) for n in cluster.active_native_hostgroups() if "backup_writer_hostgroup" in n}
 
 
-def native_entry(cluster):
+def native_entry(cluster: Cluster) -> dict[int, int]:
     """{writer hostgroup: where a new backend configured there enters} for the cluster's active native managers: the
     Galera manager's backup writer hostgroup (Monitor makes it a writer from there if its weight says so), the
     replication manager's reader hostgroup (Monitor moves it to the writers if it is not read_only)."""
-    out = {}
+    out: dict[int, int] = {}
     for n in cluster.active_native_hostgroups():
         enters = n.get("backup_writer_hostgroup", n.get("reader_hostgroup"))
         if n.get("writer_hostgroup") is not None and enters is not None:
@@ -396,31 +413,35 @@ CHANGED_NOUNS = {
 }
 
 
-def what_changes(intended):
+def what_changes(intended: C.Diff) -> str:
     """'3 query rules, 1 user, 2 variables': the rows a change set adds, changes or removes, per table."""
     counts = [(CHANGED_NOUNS.get(table, table), len(rows)) for table, rows in intended.by_table().items()]
     counts += [("variable", len(intended.variables)), ("hostgroup role", len(intended.roles))]
     return ", ".join(f"{n} {noun}{'s' if n != 1 else ''}" for noun, n in counts if n) or "no change"
 
 
-def replan(cluster, options):
+def replan(cluster: Cluster, options: dict[str, Any]) -> Plan:
     """The change set's plan again (the re-check at start): from the change set its options name."""
     return plan_change_set(ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"]))[0]
 
 
-def node_diff(nc, target, hostgroups, same_secret):
+def node_diff(
+    nc: NodeConfig, target: C.Content, hostgroups: set[int], same_secret: Callable[[Any, Any], bool]
+) -> C.Diff:
     """What differs between a node's runtime and a configuration (hostgroup roles are the console's own)."""
     runtime = {**N.scoped(nc.layers["runtime"], hostgroups), "roles": target.get("roles")}
     return C.diff(runtime, C.runtime_view(target), same_secret=same_secret)
 
 
-def _traffic(cluster):
+def _traffic(cluster: Cluster) -> Any:
     """The cluster's stored digests of the last hour, for what new or changed rules would capture."""
 
     return planning().traffic(cluster.pk)
 
 
-def plan_and_save(cs, *, actor, planner=plan_change_set):
+def plan_and_save(
+    cs: ChangeSet, *, actor: Actor, planner: Callable[[ChangeSet], tuple[Plan, Collector]] = plan_change_set
+) -> Any:
     """Plan a draft change set and store the plan as an Operation (what `actor` confirms). `planner`: (cs) ->
     (Plan, Collector), plan_change_set or a kind's own way built on it."""
     check_base(cs)
@@ -440,12 +461,12 @@ def plan_and_save(cs, *, actor, planner=plan_change_set):
 class NotPlanned(Refused):
     """The change set was created (and audited) but could not be planned: the doors show it, as the draft it is."""
 
-    def __init__(self, message, change_set):
+    def __init__(self, message: str, change_set: ChangeSet) -> None:
         super().__init__(message)
         self.change_set = change_set
 
 
-def plan_from_file(cluster, text, *, actor, reason, expect_version=None):
+def plan_from_file(cluster: Cluster, text: str, *, actor: Actor, reason: str, expect_version: int | None = None) -> Any:
     """A change set from a configuration file, planned: the one service of the page's upload and `manage.py config
     apply` (the API makes the same draft with services.create_change_set, and plans it with plan_draft). The reason
     rule and the "change set created" audit row are create_change_set's; NothingToDo when the file equals the current
@@ -457,7 +478,7 @@ def plan_from_file(cluster, text, *, actor, reason, expect_version=None):
         raise NotPlanned(str(exc), cs) from None
 
 
-def plan_draft(cs, *, actor, reason=""):
+def plan_draft(cs: ChangeSet, *, actor: Actor, reason: str = "") -> Any:
     """Plan a draft (the page's and the API's "plan"): a new reason first (its author's or an admin's), then the
     reason rule over what the draft holds."""
     if reason.strip():

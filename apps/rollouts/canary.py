@@ -10,15 +10,18 @@ the step failed: the executor rolls the canary back (its undo, then the hold's r
 and no version is recorded. The version is recorded once, when every node runs the change."""
 
 from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
 from django.utils import timezone
 
 from apps.configuration.models import ChangeSet
+from apps.configuration.secrets import Collector
 from apps.configuration.services import Refused
 from apps.configuration.change_set import plan_change_set
-from apps.operations.executor import StepFailed
+from apps.fleet.models import Cluster
+from apps.operations.executor import Run, StepFailed
 from apps.operations.choices import OperationKind
-from apps.plans.vocabulary import Step
+from apps.plans.vocabulary import Plan, Step
 from apps.plans.registry import HOLD, OperationSpec, StepHandler, kind_spec, register_kind, register_step
 
 from . import gates, waves
@@ -29,9 +32,17 @@ BAKE = "rollout_bake"
 APPLY, APPLY_CANARY, BAKE_KEY = "apply", "apply_canary", "canary_bake"
 
 
-def plan_canary(cs, options):
-    """(Plan, Collector): the change set's plan, its canary node first, baked, then the rest. `options`:
-    {"rollout", "wave", "node", "bake_s"} (kept in Plan.options: the re-check at start plans it again the same way)."""
+class CanaryOptions(TypedDict):
+    """The canary operation's options (kept in Plan.options: the re-check at start plans it again the same way)."""
+
+    rollout: int
+    wave: int
+    node: int
+    bake_s: float
+
+
+def plan_canary(cs: ChangeSet, options: CanaryOptions) -> tuple[Plan, Collector]:
+    """(Plan, Collector): the change set's plan, its canary node first, baked, then the rest."""
     plan, collector = plan_change_set(cs, kind=KIND)
     node = str(options["node"])
     at = next(i for i, s in enumerate(plan.steps) if s.key == APPLY)
@@ -60,12 +71,15 @@ def plan_canary(cs, options):
     return plan, collector
 
 
-def replan(cluster, options):
+def replan(cluster: Cluster, options: dict[str, Any]) -> Plan:
     cs = ChangeSet.objects.select_related("base", "cluster").get(pk=options["change_set"])
-    return plan_canary(cs, {k: v for k, v in options.items() if k != "change_set"})[0]
+    canary = CanaryOptions(
+        rollout=options["rollout"], wave=options["wave"], node=options["node"], bake_s=options["bake_s"]
+    )
+    return plan_canary(cs, canary)[0]
 
 
-def bake(run, step, row, executed, detail):
+def bake(run: Run, step: Step, row: object, executed: list[str], detail: dict[str, Any]) -> None:
     """The canary's bake inside its operation: the rollout's gate on the canary node every GATE_STEP_S until the
     bake time is over; the first bad reading (or an abort of the rollout) fails the step, and the executor rolls the
     canary back. The rollout's wave 0 says what happens (baking, its gate, passed) and wave 1 starts applying."""
@@ -100,7 +114,7 @@ def bake(run, step, row, executed, detail):
     waves.wave(rollout, wave + 1, state=WaveState.APPLYING, started_at=timezone.now().isoformat())
 
 
-def register():
+def register() -> None:
     config = kind_spec(OperationKind.CONFIG)  # a change set's: who confirms it, the alerts it holds
     register_kind(
         OperationSpec(

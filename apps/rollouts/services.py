@@ -41,7 +41,7 @@ from apps.operations.models import Operation
 from controlplane import tasks
 
 from . import gates
-from .canary import plan_canary
+from .canary import CanaryOptions, plan_canary
 from . import waves
 from .waves import GATE_STEP_S, HALTED_RULE, Verdict, gate, halt_requested, operator_halt
 from .models import ENDED, ClusterState, Rollout, RolloutCluster, RolloutState, WaveState, WhenBusy
@@ -68,15 +68,6 @@ class Change(TypedDict, total=False):
 
     edits: list[dict[str, Any]]
     file: str
-
-
-class CanaryOptions(TypedDict):
-    """The canary operation's options (canary.plan_canary; kept in Plan.options)."""
-
-    rollout: int
-    wave: int
-    node: int
-    bake_s: float
 
 
 class FirstPlan(TypedDict):
