@@ -66,6 +66,7 @@ from apps.operations.models import Operation, OperationStep
 from lab import demo
 from lab.bench_config import free_ports
 from lab.proxysql_double import DoubleServer, ProxySQLDouble
+from lab.statement_hooks import at_statement
 
 KINDS = ("switchover", "drain", "restore", "config", "repair")
 NO_FAULT = "none"
@@ -546,28 +547,25 @@ class RealFaultMatrix(FaultMatrix):
             return
         if self.fault != "kill" and step != "save":
             raise ValueError(f"{self.fault} lands in a save step, not {step}")
-        node, send = self.second, ProxySQLAdmin.run
+        node, seen = self.second, {}
         self.killed = threading.Event()
 
-        def run(client, sql, params=(), *, action=None):
-            if not self.killed.is_set() and client.endpoint[1] == node.admin_port:
-                running = self.running(op)
-                if step in running.split(", "):
-                    os.killpg(node.proc.pid, signal.SIGKILL)
-                    node.proc.wait()
-                    self.landed = running + "; p2 killed"
-                    if self.fault != "kill":
-                        self.landed += " " + half_saved(node.datadir)
-                    if self.fault == BACK_BEFORE_UNDO:
-                        node.start(fresh=False)
-                    self.killed.set()
-            return send(client, sql, params, action=action)  # on the dead connection: the step fails
+        def in_step():
+            seen["running"] = self.running(op)
+            return step in seen["running"].split(", ")
 
-        ProxySQLAdmin.run = run
-        try:
+        def kill():
+            os.killpg(node.proc.pid, signal.SIGKILL)
+            node.proc.wait()
+            self.landed = seen["running"] + "; p2 killed"
+            if self.fault != "kill":
+                self.landed += " " + half_saved(node.datadir)
+            if self.fault == BACK_BEFORE_UNDO:
+                node.start(fresh=False)
+            self.killed.set()
+
+        with at_statement(node.admin_port, kill, when=in_step):  # then sent on the dead connection: the step fails
             yield
-        finally:
-            ProxySQLAdmin.run = send
 
     def pause_at(self, op, step, worker):
         node = self.second

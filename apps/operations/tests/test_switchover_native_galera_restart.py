@@ -4,6 +4,7 @@ Monitor places the old writer again, while the operation goes on with the other 
 (done, or rolled back), every node ends with memory and disk equal to the configuration version, and one writer placed
 by Monitor, the same on every node; no drift is reported. On a pair of doubles and on a real 2.7.1 pair."""
 
+import contextlib
 import threading
 import time
 
@@ -11,11 +12,12 @@ import pytest
 from django.utils import timezone
 
 from apps.alerts.tests import test_native_galera_drift as native
-from apps.clients.proxysql import ProxySQLAdmin
 from apps.fleet.models import Server
 from apps.operations import rollbacks
 from apps.operations.models import Operation, PendingRollback
 from apps.operations.switchover import plan_switchover
+
+from lab.statement_hooks import at_statement
 
 from .conftest import run_plan
 from .test_switchover_native_galera import configured, layers, natively_managed, version_weights
@@ -23,39 +25,29 @@ from .test_switchover_native_galera import configured, layers, natively_managed,
 pytestmark = pytest.mark.django_db
 
 
-def restart_once_drained(node, restart, monkeypatch):
+@contextlib.contextmanager
+def restart_once_drained(node, restart):
     """Restarts `node` (in a thread of its own, the operation going on beside it) as soon as it has answered the
-    drain's LOAD MYSQL SERVERS TO RUNTIME, the operation's first of that statement to it. Armed in the admin client's
-    run(), the one way a statement reaches a node (a call through: the statement still goes to the node), as
-    lab/bench_faults.py arms its kills: polling the node's runtime for the drain from another thread missed the drain
-    when the machine was busy (CI's sqlite-1 pass of ee1417b: no poll saw OFFLINE_SOFT, and no restart happened)."""
+    drain's LOAD MYSQL SERVERS TO RUNTIME, the operation's first of that statement to it (lab/statement_hooks.py:
+    armed in the admin client's run(), as lab/bench_faults.py arms its kills). Polling the node's runtime for the
+    drain from another thread missed it when the machine was busy (CI's sqlite-1 pass of ee1417b: no poll saw
+    OFFLINE_SOFT, and no restart happened)."""
     said = {}
-    send = ProxySQLAdmin.run
 
-    def run_restart():
-        said["restarted"] = restart()
+    def start_restart():
+        said["thread"] = threading.Thread(target=lambda: said.update(restarted=restart()), daemon=True)
+        said["thread"].start()
 
-    def run(client, sql, params=(), *, action=None):
-        answer = send(client, sql, params, action=action)
-        if (
-            "thread" not in said
-            and client.endpoint[1] == node.port
-            and sql.strip().upper() == "LOAD MYSQL SERVERS TO RUNTIME"
-        ):
-            said["thread"] = threading.Thread(target=run_restart, daemon=True)
-            said["thread"].start()
-        return answer
-
-    monkeypatch.setattr(ProxySQLAdmin, "run", run)
-    return said
+    with at_statement(node.port, start_restart, sql="LOAD MYSQL SERVERS TO RUNTIME", after=True):
+        yield said
 
 
-def check_restart_mid_switchover(nodes, user, restart, monkeypatch):
+def check_restart_mid_switchover(nodes, user, restart):
     cluster = natively_managed(nodes)
     plan = plan_switchover(cluster, Server.objects.get(port=3312))
     assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
-    said = restart_once_drained(nodes[1], restart, monkeypatch)
-    op = run_plan(plan, user)
+    with restart_once_drained(nodes[1], restart) as said:
+        op = run_plan(plan, user)
     assert "thread" in said, "the operation never loaded the drain on the second node"
     said["thread"].join(60)
     assert "restarted" in said, said
@@ -80,14 +72,14 @@ def check_restart_mid_switchover(nodes, user, restart, monkeypatch):
 
 
 def test_a_node_restarted_between_drain_and_memory_restore_on_a_double_pair(
-    proxysql_double_factory, galera_healthy, live_redis, operator_user, monkeypatch
+    proxysql_double_factory, galera_healthy, live_redis, operator_user
 ):
     nodes = proxysql_double_factory(2)
-    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart, monkeypatch)
+    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)
 
 
 def test_a_node_restarted_between_drain_and_memory_restore_on_a_real_pair(
-    real_proxysql_factory, galera_healthy, live_redis, operator_user, monkeypatch
+    real_proxysql_factory, galera_healthy, live_redis, operator_user
 ):
     nodes = [real_proxysql_factory("2.7.1", name=f"galera-restart-{n}") for n in (1, 2)]
-    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart, monkeypatch)
+    check_restart_mid_switchover(nodes, operator_user, nodes[1].restart)
