@@ -110,8 +110,11 @@ def placement(proxy):
     ]
 
 
-def load(proxy, rows):
+def load(proxy, rows, active=1):
+    """The rows, and the Galera manager's row active or not (a product's drain turns it off until its move), loaded
+    together (mysql_galera_hostgroups is loaded with the servers)."""
     proxy.sql(
+        f"UPDATE mysql_galera_hostgroups SET active={active} WHERE writer_hostgroup=100",
         "DELETE FROM mysql_servers",
         *[SERVER.format(hg=hg, port=p, weight=w, status=s) for hg, p, w, s in rows],
         "LOAD MYSQL SERVERS TO RUNTIME",
@@ -130,9 +133,15 @@ def settle(proxy, writer_port, limit=30):
     raise RuntimeError(f"not placed: {placement(proxy)}")
 
 
-def watch(proxy, quiet):
+def watch(proxy, quiet, variables_at=None):
+    """The placement's changes for `quiet` seconds; `variables_at`: LOAD MYSQL VARIABLES TO RUNTIME then (a node's
+    Monitor checks at once after it: the product's healthcheck-during-the-drain test does it)."""
     t0, last, changes = time.monotonic(), None, []
     while time.monotonic() - t0 < quiet:
+        if variables_at is not None and time.monotonic() - t0 >= variables_at:
+            proxy.sql("LOAD MYSQL VARIABLES TO RUNTIME")
+            changes.append({"t": round(time.monotonic() - t0, 3), "loaded": "MYSQL VARIABLES"})
+            variables_at = None
         now = placement(proxy)
         if now != last:
             changes.append({"t": round(time.monotonic() - t0, 3), "runtime": now})
@@ -141,7 +150,7 @@ def watch(proxy, quiet):
     return changes
 
 
-def run_case(proxy, lab, name, rows, quiet):
+def run_case(proxy, lab, name, rows, quiet, active=1, variables_at=None):
     load(proxy, LAYOUT)
     settle(proxy, 3311)
     with lab.root_connection(1) as conn:
@@ -150,8 +159,8 @@ def run_case(proxy, lab, name, rows, quiet):
     for w in writers:
         w.start()
     time.sleep(1.0)
-    load(proxy, rows)
-    changes = watch(proxy, quiet)
+    load(proxy, rows, active)
+    changes = watch(proxy, quiet, variables_at)
     for w in writers:
         w.stop.set()
     for w in writers:
@@ -162,6 +171,7 @@ def run_case(proxy, lab, name, rows, quiet):
         by_port = {str(p): n for p, n in cur.fetchall()}
     return {
         "case": name,
+        "galera_row_active": active,
         "loaded": rows,
         "changes": changes,
         "errors": [e for w in writers for e in w.errors][:20],
@@ -185,6 +195,10 @@ def main():
     parser.add_argument("--out", default=str(REPO / "lab" / "reference" / "native-galera" / "switch.jsonl"))
     parser.add_argument("--quiet", type=float, default=12.0)
     parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument(
+        "--inactive", action="store_true", help="load each case with the Galera row inactive (a product's drain)"
+    )
+    parser.add_argument("--variables-at", type=float, default=None, help="LOAD MYSQL VARIABLES TO RUNTIME at t s")
     args = parser.parse_args()
     lab = GaleraLab()
     with lab.root_connection(1) as conn:
@@ -206,7 +220,7 @@ def main():
                 json.dumps({"version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}) + "\n"
             )
             for name in args.cases:
-                line = run_case(proxy, lab, name, CASES[name], args.quiet)
+                line = run_case(proxy, lab, name, CASES[name], args.quiet, 0 if args.inactive else 1, args.variables_at)
                 out.write(json.dumps(line) + "\n")
                 out.flush()
                 print(json.dumps({k: v for k, v in line.items() if k not in ("loaded", "memory")}), flush=True)
