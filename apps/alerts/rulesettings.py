@@ -44,7 +44,7 @@ def _rows():
         )
         if stamp != _cache.get("stamp"):  # the settings changed: what was worked out from them goes
             _cache.update(memo={}, stamp=stamp, changed_at=time.time())
-        _cache.update(rows=rows, loaded=now)
+        _cache.update(rows=rows, loaded=now, own={k[0] for k in rows if k[0] is not None})
     return _cache["rows"]
 
 
@@ -52,7 +52,7 @@ def effective(cluster, rule_key):
     """Effective settings of one rule for one cluster (a Cluster or a lightweight object with its fields)."""
     rows = _rows()
     memo = _cache.setdefault("memo", {})
-    key = (cluster.pk, rule_key, _policy(cluster))
+    key = (_scope(cluster), rule_key, _policy(cluster))
     if key in memo:
         return memo[key]
     spec = BY_KEY[rule_key]
@@ -80,6 +80,14 @@ def effective(cluster, rule_key):
     return out
 
 
+def _scope(cluster):
+    """The memo key's cluster: its pk when it has settings of its own, else None. A cluster without them gets what
+    every such cluster of the same policy gets (the defaults, the fleet's overrides, its policy's values): one
+    shared record a rule instead of one a cluster (500 clusters: ~7 MiB of copies in every worker process that
+    evaluated them, bin/bench-monitoring's fleet; issue 40)."""
+    return cluster.pk if cluster.pk in _cache.get("own", ()) else None
+
+
 def _policy(cluster):
     """The cluster fields that defaults are taken from: part of the memo key, so a policy change shows."""
     return (getattr(cluster, "min_available_readers", None), getattr(cluster, "max_replication_lag", None))
@@ -94,7 +102,7 @@ def changed_at():
 def for_cluster(cluster):
     _rows()
     memo = _cache.setdefault("memo", {})
-    key = (cluster.pk, "*", _policy(cluster))
+    key = (_scope(cluster), "*", _policy(cluster))
     if key not in memo:
         memo[key] = {spec.key: effective(cluster, spec.key) for spec in RULES}
     return memo[key]
