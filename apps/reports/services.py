@@ -154,8 +154,8 @@ def build_report(
     actor = actor or _schedule_actor(schedule)
     started = time.monotonic()
     data = build_data(cluster, period, span, rolling)
-    # why: matplotlib and numpy are ~56 MiB a process, and every worker process imports this module (its tasks);
-    # only the one that builds a report loads them
+    # matplotlib and numpy are ~56 MiB a process, and every worker process imports this module (its tasks):
+    # why: only the process that builds a report loads them, when it draws
     from . import charts
 
     drawn = charts.render_all(data)
