@@ -15,7 +15,7 @@ def at_statement(port, act, *, sql=None, when=None, after=False):
     """Within the block, act() runs once, in the sending thread, at the first statement sent to the node whose admin
     port is `port` that is `sql` (compared without case or surrounding space; any statement when None) and for which
     `when()` holds (when given): before the statement is sent, or once its answer came (`after`). Yields an Event set
-    once act() has run. Inside act(), a statement of the same thread goes through unhooked."""
+    once act() has run. The hook is off once act() starts (in every thread: it acts once)."""
     send, done = ProxySQLAdmin.run, threading.Event()
     wanted = sql.strip().upper() if sql is not None else None
     lock = threading.Lock()
@@ -33,9 +33,8 @@ def at_statement(port, act, *, sql=None, when=None, after=False):
         if after:
             answer = send(client, statement, params, action=action)
         with lock:
-            first = not done.is_set()
-            if first:
-                ProxySQLAdmin.run = send  # act() sends unhooked
+            if not done.is_set():
+                ProxySQLAdmin.run = send  # the hook is off from here: act()'s own statements go through
                 try:
                     act()
                 finally:
