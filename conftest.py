@@ -477,6 +477,11 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(10_000)
+    # expect()'s own wait (5 s by default) as long as the page's actions': once on CI's loaded machine Swagger UI's
+    # answer to a request was not there 5 s after the click (the actual text was not in the summary we got).
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=10_000)
     yield page
     context.close()
 

@@ -22,7 +22,17 @@ from apps.operations.choices import OperationState
 
 from . import test_cluster_sync as cluster_sync
 from .conftest import run_plan
-from .test_cluster_sync import EACH_NODE, PULLS_DUE_S, layers, pulls_since, resume_later, retried, sql, sync_settings
+from .test_cluster_sync import (
+    EACH_NODE,
+    PULLS_DUE_S,
+    layers,
+    pulls_since,
+    resume_later,
+    resumed_once_paused,
+    retried,
+    sql,
+    sync_settings,
+)
 from .test_three_layers import pause_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -191,12 +201,11 @@ def test_a_change_set_waits_for_a_paused_peer_that_catches_up(propagating, opera
     peer_before = served(second)[-1]
     started = time.time()
     pause_at(second, "runtime_checksums_values")
-    timer = threading.Timer(1.5, second.set_mode, args=("normal",))
-    timer.start()
+    resumer = resumed_once_paused(second, 1.5)
     try:
         op, _ = run(weight_change(cluster, operator_user), operator_user)
     finally:
-        timer.join()
+        resumer.join()
     assert op.state == OperationState.DONE, op.error
     wait = op.steps.get(key="sync_wait")
     assert wait.detail["waited_ms"] > 1500 and wait.detail["behind"] == {}
@@ -246,12 +255,11 @@ def test_a_drain_paused_mid_way_then_done_and_restored(propagating, operator_use
         assert_whole_states_only(first, second, started, peer_before)
     else:
         pause_at(second, "runtime_checksums_values")
-        timer = threading.Timer(1.0, second.set_mode, args=("normal",))
-        timer.start()
+        resumer = resumed_once_paused(second, 1.0)
         try:
             op = run_plan(drain.plan_drain(reader), operator_user)
         finally:
-            timer.join()
+            resumer.join()
         assert op.state == OperationState.DONE, op.error
         op = run_plan(drain.plan_restore(Server.objects.get(port=3313)), operator_user)
         assert op.state == OperationState.DONE, op.error

@@ -4,6 +4,7 @@ sync on at ProxySQL's defaults). The plan holds the sync of the modules it loads
 does not answer. Each test pauses a node once mid-operation, lets it answer again for longer than ProxySQL's 3 checks
 (a sync left on pulls by then), and checks the doubles' history of pulls: no peer pulled anything."""
 
+import threading
 import time
 
 import pytest
@@ -81,6 +82,23 @@ def resume_later(double):
     time.sleep(1.0)
     double.set_mode("normal")
     time.sleep(PULLS_DUE_S)
+
+
+def resumed_once_paused(double, after_s):
+    """A thread that waits until the paused statement arrived (the double stops answering), then lets it answer again
+    `after_s` later. Counted from the pause, not from the test's start: on CI's loaded machine the operation reached
+    its wait after a 1.5 s timer had already fired, and the peer, paused then, never answered again."""
+
+    def resume():
+        deadline = time.monotonic() + 60
+        while double.engine.mode != "hang" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(after_s)
+        double.set_mode("normal")
+
+    thread = threading.Thread(target=resume, daemon=True)
+    thread.start()
+    return thread
 
 
 def retried(op, double, ends):

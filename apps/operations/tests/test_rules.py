@@ -132,9 +132,10 @@ def test_killed_writer_fails_over_by_weight_within_two_polls(adopted_lab, live_r
     cluster.refresh_from_db()
     galera_healthy.kill(1)
     start = time.monotonic()
-    op = None
+    op, polls = None, 0
     for _ in range(4):
         op = rules.apply_failover(cluster, poll(cluster))
+        polls += 1
         if op:
             break
         time.sleep(1.0)
@@ -142,10 +143,12 @@ def test_killed_writer_fails_over_by_weight_within_two_polls(adopted_lab, live_r
     elapsed = time.monotonic() - start
     operation = Operation.objects.get(pk=op)
     assert operation.state == "done", operation.error
+    # Two polls a second apart, then the move: counted in polls, not in wall time (on CI's loaded machine a poll and
+    # the move took 3.9 s between them; how fast a failover is, is bin/bench-real-pair's to measure).
+    assert polls == 2, (polls, elapsed, operation.plan["options"]["evidence"])
     for double in (first, second):  # 3312 has the highest weight in the backup writer hostgroup (1000 > 100)
         assert runtime(double, 100) == [("127.0.0.1", 3312, "ONLINE")]
     assert HostgroupMembership.objects.get(hostgroup_id=100).server.port == 3312
-    assert elapsed < 3.0  # two polls a second apart, then the move
     event = AuditEvent.objects.get(action="failover done")
     assert event.actor == "automatic failover" and event.actor_kind == "rule"
 

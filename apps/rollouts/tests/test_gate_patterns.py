@@ -41,9 +41,12 @@ def test_a_draft_of_costly_patterns_is_read_within_the_walk_budget_and_counted_a
     # known and counted as touched (never left out of the gate's figures).
     assert answers.count(False) < 20 and all(answers[20:])
     assert scope.not_measured >= 1  # those met: a digest one rule touches is not searched by the others
+    # Usually 2 (the rule met as the budget ran out, then rule 1 at the next text); 1 when it ran out at the last
+    # rule of a text (about 1 run in 40: CI met it): "1 rule's", as the product says it.
+    whose = "rule's" if scope.not_measured == 1 else "rules'"
     assert scope.said.endswith(
-        f"({scope.not_measured} rules' patterns too costly to test: every digest they might match counted)"
-    )
+        f"({scope.not_measured} {whose} patterns too costly to test: every digest they might match counted)"
+    ), scope.said
 
 
 def test_ordinary_patterns_still_decide_which_digests_are_touched():
