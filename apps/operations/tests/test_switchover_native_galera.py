@@ -183,15 +183,27 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
     """Issue 33: real 2.7.1's Galera manager, checking a writable backend that is OFFLINE_SOFT in the writer hostgroup,
     puts it ONLINE again (HostGroups_Manager's update_galera_set_writer) until its check of the heavier backup writer
     moves the writer: a healthcheck between the drain and the move let sessions begin on the old writer, and the move's
-    LOAD cut them (2013 under sysbench). Here a session on 3311 (DO SLEEP through node 1: no rule sends it to the readers) holds the drain open while
+    LOAD cut them (2013 under sysbench). Here a session on 3311 (a DO through node 1: no rule sends it to the readers) holds the drain open while
     each node is told to check (a LOAD MYSQL VARIABLES TO RUNTIME: Monitor's Galera loop checks at once on a new
     variables version, shown first). The plan turns the manager off from the drain to the move: no check runs then,
     and 3311 stays OFFLINE_SOFT, the only row in hostgroup 100, on every node until the move. 2.5.5 too (its Monitor
     checks at once on a LOAD MYSQL VARIABLES as well)."""
     nodes = [real_proxysql_factory(version, name=f"galera-hold-{n}") for n in (1, 2)]
     cluster = natively_managed(nodes, APP_USER)
+    # The session holds the drain until the watcher below has seen what it looks for, then the test lets it end: a
+    # session of a fixed 4 s from here had ended before the drain when the operation was slow to start (a loaded
+    # machine). Its statement waits for a lock the test holds on 3311 (released by closing `lock`), then it closes.
+    lock = MySQLdb.connect(host="127.0.0.1", port=3311, user="app", passwd="app", autocommit=True)
+    lock.cursor().execute("DO GET_LOCK('drain-hold', 0)")
     holder = MySQLdb.connect(host="127.0.0.1", port=nodes[0].client_port, user="app", passwd="app", autocommit=True)
-    held = threading.Thread(target=lambda: holder.cursor().execute("DO SLEEP(4)"), daemon=True)
+
+    def session():
+        try:
+            holder.cursor().execute("DO GET_LOCK('drain-hold', 60)")
+        finally:
+            holder.close()
+
+    held = threading.Thread(target=session, daemon=True)
     held.start()
 
     def checks_of_3311(node):
@@ -205,7 +217,7 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
     seen, checked = set(), {}
 
     def force_a_check_while_drained():
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 40
         # every node drained: each takes its drain LOAD in turn (CI once sampled node 2 before its LOAD had come)
         # What a node shows once drained counts from here on, while the session holds the drain: on a busy machine
         # the session (4 s) had ended before the reads below began (CI's sqlite-3 pass of 9dcbffa saw nothing).
@@ -221,13 +233,16 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         before = [checks_of_3311(node) for node in nodes]
         for node in nodes:
             native.admin(node, "LOAD MYSQL VARIABLES TO RUNTIME")
-        while time.monotonic() < deadline:
+        # An active manager checks within about 0.5 s of that LOAD (shown first, below): the drain held 2.5 s more.
+        held_until = min(deadline, time.monotonic() + 2.5)
+        while time.monotonic() < held_until:
             rows = [writer_hostgroup(node) for node in nodes]
             if not held.is_alive():  # the session may have ended during these reads: the move may be in them
                 break
             seen.update(enumerate(rows))
             time.sleep(0.02)
         checked.update({n: checks_of_3311(node) > b for n, (node, b) in enumerate(zip(nodes, before))})
+        lock.close()  # the session's statement returns, and the session ends
 
     # what a LOAD MYSQL VARIABLES TO RUNTIME does to an active manager: a check within about 0.5 s, not 5
     before = [checks_of_3311(node) for node in nodes]
@@ -242,9 +257,8 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
     )
     watcher.start()
     op = run_plan(plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=10_000), operator_user)
-    watcher.join(30)
+    watcher.join(60)
     held.join(10)
-    holder.close()
     assert op.state == "done", op.error
     # until the move (the session ended): only the drained row in hostgroup 100, never 3311 ONLINE
     assert seen == {(0, ((3311, "OFFLINE_SOFT"),)), (1, ((3311, "OFFLINE_SOFT"),))}, sorted(seen)
