@@ -20,19 +20,29 @@ statement it sent.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from apps.clients.backend import BackendClient
+from apps.clients.backend import BackendClient, ChannelRead
 from apps.clients.wire import ClientError
 from apps.fleet.models import Server
-from apps.plans.vocabulary import Guard, Plan, Secret, Step, place
+from apps.plans.vocabulary import Guard, Plan, Secret, Spans, Step, place
 from apps.plans.registry import CLUSTER, OperationSpec, StepFailed, StepHandler, register_kind, register_step
 
 from . import native
 from .gtid import gtid_seq
 from .models import REPLICA, SOURCE, ReplicationChannel
+
+if TYPE_CHECKING:  # the executor runs these handlers; importing it here at run time would be a circle
+    from apps.operations.executor import Run
+    from apps.operations.models import OperationStep
+
+Render = Callable[..., str]  # (sql, params=()) -> the statement as the node's driver renders it
+Candidates = list[tuple[Server, int]]  # [(server, weight)], best first
+Done = list[dict[str, Any]]  # what a step ran or undid, one dict a statement
 
 CHANNEL_MOVE = "channel_move"  # this app's operation kind (registered in register())
 CHANNEL_SQL, CHANNEL_POSITION, CHANNEL_VERIFY, CHANNEL_RECORD, CHANNEL_EVICTED = (
@@ -47,47 +57,52 @@ EVICTION_WAIT_S = 20  # Galera evicts a dead member after evs.suspect_timeout (P
 SOURCE_CATCH_UP_S = 2  # how long a new source may take to reach what the replica applied (its apply queue)
 
 
-def secret_ref(channel):
+def secret_ref(channel: ReplicationChannel) -> str:
     return f"dr-channel-{channel.pk}"
 
 
-def _probe(server):
-    """What the planner needs of one node, read now: None fields when it does not answer."""
-    out = {
-        "server": server,
-        "ok": False,
-        "error": None,
-        "synced_primary": False,
-        "channel": None,
-        "domain": None,
-        "binlog_pos": "",
-        "version": "",
-        "native": False,
-        "galera": False,
-    }
+@dataclass
+class Probe:
+    """What the planner needs of one node, read now (_probe): `ok` False and `error` said when it does not answer."""
+
+    server: Server
+    ok: bool = False
+    error: str | None = None
+    synced_primary: bool = False
+    channel: ChannelRead | None = None
+    domain: int | None = None
+    binlog_pos: str = ""
+    version: str = ""
+    native: bool = False  # MySQL 8.0.22+: its own source list (dr/native.py)
+    galera: bool = False
+    native_sources: tuple[bool, list[tuple[str, int, int]]] = (False, [])  # (failover on, sources): native only
+
+
+def _probe(server: Server) -> Probe:
+    out = Probe(server)
     try:
         with BackendClient.for_server(server) as client:
             state = client.state()
-            out["synced_primary"], out["galera"] = state.synced_primary, state.wsrep_on
-            out["version"], out["native"] = state.version, native.has_native_failover(state.version)
-            if out["native"]:  # MySQL: GTID sets, auto-positioning; its own source list
-                out["binlog_pos"] = client.channel(mysql=True).gtid_binlog_pos
-                out["channel"] = client.channel(mysql=True)
-                out["native_sources"] = client.native_sources()
+            out.synced_primary, out.galera = state.synced_primary, state.wsrep_on
+            out.version, out.native = state.version, native.has_native_failover(state.version)
+            if out.native:  # MySQL: GTID sets, auto-positioning; its own source list
+                out.binlog_pos = client.channel(mysql=True).gtid_binlog_pos
+                out.channel = client.channel(mysql=True)
+                out.native_sources = client.native_sources()
             else:
-                out["domain"], out["binlog_pos"] = client.gtid_origin()
-                out["channel"] = client.channel()
-            out["ok"] = True
+                out.domain, out.binlog_pos = client.gtid_origin()
+                out.channel = client.channel()
+            out.ok = True
     except ClientError as exc:
-        out["error"] = str(exc)
+        out.error = str(exc)
     return out
 
 
-def probe_synced(server):
-    return _probe(server)["synced_primary"]
+def probe_synced(server: Server) -> bool:
+    return _probe(server).synced_primary
 
 
-def best_candidate(channel, side, exclude):
+def best_candidate(channel: ReplicationChannel, side: str, exclude: Server) -> Server | None:
     """The highest-weight candidate of that side, other than `exclude`, that answers Synced in a Primary
     component now (probed in weight order). None when there is none."""
     for server, _weight in channel.candidates_for(side):
@@ -98,7 +113,7 @@ def best_candidate(channel, side, exclude):
     return None
 
 
-def _change_master(render, source, channel):
+def _change_master(render: Render, source: Server, channel: ReplicationChannel) -> str:
     return render(
         "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
         "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
@@ -106,7 +121,7 @@ def _change_master(render, source, channel):
     )
 
 
-def _sql_step(key, title, server, sql, rollback):
+def _sql_step(key: str, title: str, server: Server, sql: list[str], rollback: list[str]) -> Step:
     return Step(
         key=key,
         title=title,
@@ -115,7 +130,7 @@ def _sql_step(key, title, server, sql, rollback):
     )
 
 
-def _can_reset(server):
+def _can_reset(server: Server) -> bool | str:
     """True, False, or why it could not be read."""
     try:
         with BackendClient.for_server(server) as client:
@@ -138,34 +153,36 @@ class MoveRead:
     source: Server
     replica: Server
     replica_cluster: str
-    probes: dict
+    probes: dict[int, Probe]
     domain: int | None
     applied_pos: str
     applied: int | None
     source_has: int | None
-    candidates: dict
+    candidates: dict[str, Candidates]
     can_undo: bool | str | None = None
-    point: tuple | None = None
-    placed: dict = field(default_factory=dict)
+    point: tuple[list[str], list[str]] | None = None
+    placed: dict[str, Spans] = field(default_factory=dict)
 
     @property
-    def moving_replica(self):
-        return self.replica.pk != self.old_replica.pk
+    def moving_replica(self) -> bool:
+        return bool(self.replica.pk != self.old_replica.pk)
 
     @property
-    def src(self):
+    def src(self) -> Probe:
         return self.probes[self.source.pk]
 
     @property
-    def rep(self):
+    def rep(self) -> Probe:
         return self.probes[self.replica.pk]
 
     @property
-    def old_rep(self):
+    def old_rep(self) -> Probe:
         return self.probes[self.old_replica.pk]
 
 
-def read_move(channel, *, new_source=None, new_replica=None):
+def read_move(
+    channel: ReplicationChannel, *, new_source: Server | None = None, new_replica: Server | None = None
+) -> MoveRead:
     """The read: the channel's ends and the new ones (network), the candidates (database), the replica's
     statements rendered by its driver. The only part of the plan that reads anything."""
     old_source, old_replica = channel.source_server, channel.replica_server
@@ -174,20 +191,20 @@ def read_move(channel, *, new_source=None, new_replica=None):
     # The replica side first, the source after it: a source node may lag its cluster by a few write-sets.
     probes = {s.pk: _probe(s) for s in (old_replica, replica, old_source, source)}
     src, rep, old_rep = probes[source.pk], probes[replica.pk], probes[old_replica.pk]
-    domain = src["domain"] if src["ok"] else (probes[old_source.pk]["domain"])
+    domain = src.domain if src.ok else probes[old_source.pk].domain
     # What the replica side has applied in the source's domain: the old replica's gtid_slave_pos, or for a
     # replica move what the new replica's cluster committed (read again, causally, when the step runs).
-    if old_rep["ok"] and old_rep["channel"]:
-        applied_pos = old_rep["channel"].gtid_slave_pos
+    if old_rep.ok and old_rep.channel:
+        applied_pos = old_rep.channel.gtid_slave_pos
     else:
-        applied_pos = rep["binlog_pos"]
+        applied_pos = rep.binlog_pos
     applied = gtid_seq(applied_pos, domain) if domain is not None else None
-    source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] and domain is not None else None
+    source_has = gtid_seq(src.binlog_pos, domain) if src.ok and domain is not None else None
     deadline = time.monotonic() + SOURCE_CATCH_UP_S
-    while src["ok"] and applied is not None and (source_has or 0) < applied and time.monotonic() < deadline:
+    while src.ok and applied is not None and (source_has or 0) < applied and time.monotonic() < deadline:
         time.sleep(0.02)  # a Galera node applies what its cluster ordered within moments: read it again
         src = probes[source.pk] = _probe(source)
-        source_has = gtid_seq(src["binlog_pos"], domain) if src["ok"] else None
+        source_has = gtid_seq(src.binlog_pos, domain) if src.ok and domain is not None else None
     read = MoveRead(
         channel=channel,
         old_source=old_source,
@@ -202,23 +219,23 @@ def read_move(channel, *, new_source=None, new_replica=None):
         source_has=source_has,
         candidates={side: channel.candidates_for(side) for side in (SOURCE, REPLICA)},
     )
-    if read.moving_replica and rep["ok"] and not rep["native"]:
+    if read.moving_replica and rep.ok and not rep.native:
         read.can_undo = _can_reset(replica)
-    if rep["ok"]:  # rendering needs the node's driver (its escaping): the node must answer
+    if rep.ok:  # rendering needs the node's driver (its escaping): the node must answer
         with BackendClient.for_server(replica) as client:
             read.point = _point_statements(read, lambda sql, params=(): place(client.render, sql, params, read.placed))
     return read
 
 
-def _point_statements(read, render):
+def _point_statements(read: MoveRead, render: Render) -> tuple[list[str], list[str]]:
     """(sql, rollback) pointing the replica at the source, rendered by `render` (the replica's driver)."""
     channel, source, rep = read.channel, read.source, read.rep
-    if rep["native"]:
+    if rep.native:
         # MySQL 8.0.22+: the replica gets the channel's source list and fails its source over by itself.
-        was_on, previous = rep["native_sources"]
+        was_on, previous = rep.native_sources
         return native.configure(
             render,
-            rep["version"],
+            rep.version,
             source=(source.hostname, source.port),
             candidates=[(s.hostname, s.port, w) for s, w in read.candidates[SOURCE]],
             user=channel.replication_user,
@@ -234,7 +251,7 @@ def _point_statements(read, render):
     return ["STOP SLAVE", *change, "START SLAVE"], undo
 
 
-def move_guards(read, *, reason, evidence):
+def move_guards(read: MoveRead, *, reason: str, evidence: dict[str, Any] | None) -> tuple[list[Guard], dict[str, Any]]:
     """The judgement, from the read alone: (guards, facts)."""
     source, replica, old_replica = read.source, read.replica, read.old_replica
     src, rep, old_rep = read.src, read.rep, read.old_rep
@@ -244,8 +261,8 @@ def move_guards(read, *, reason, evidence):
         Guard(
             "source_synced",
             f"the source {source} answers, Synced in a Primary component",
-            src["synced_primary"],
-            "yes" if src["synced_primary"] else (src["error"] or "not Synced/Primary"),
+            src.synced_primary,
+            "yes" if src.synced_primary else (src.error or "not Synced/Primary"),
         ),
         Guard(
             "source_has_position",
@@ -257,8 +274,8 @@ def move_guards(read, *, reason, evidence):
         Guard(
             "replica_synced",
             f"the replica {replica} answers, Synced in a Primary component",
-            rep["synced_primary"],
-            "yes" if rep["synced_primary"] else (rep["error"] or "not Synced/Primary"),
+            rep.synced_primary,
+            "yes" if rep.synced_primary else (rep.error or "not Synced/Primary"),
         ),
     ]
     if source.pk != read.old_source.pk:
@@ -271,9 +288,8 @@ def move_guards(read, *, reason, evidence):
             )
         )
     if read.moving_replica:
-        busy = (
-            rep["ok"] and rep["channel"] and (rep["channel"].io_running == "Yes" or rep["channel"].sql_running == "Yes")
-        )
+        channel_now = rep.channel if rep.ok else None
+        busy = channel_now is not None and (channel_now.io_running == "Yes" or channel_now.sql_running == "Yes")
         guards += [
             Guard(
                 "replica_candidate",
@@ -285,7 +301,9 @@ def move_guards(read, *, reason, evidence):
                 "replica_free",
                 f"{replica} does not replicate from anywhere now",
                 not busy,
-                "free" if not busy else f"replicating from {rep['channel'].source_host}:{rep['channel'].source_port}",
+                "free"
+                if channel_now is None or not busy
+                else f"replicating from {channel_now.source_host}:{channel_now.source_port}",
                 overridable=False,
             ),
         ]
@@ -295,7 +313,7 @@ def move_guards(read, *, reason, evidence):
         "evidence": evidence or {},
         "domain": domain,
         "applied_at_plan": read.applied_pos,
-        "source_binlog_pos": src["binlog_pos"],
+        "source_binlog_pos": src.binlog_pos,
     }
     if read.can_undo is not None and read.can_undo is not True:
         # Said, not a guard: the move itself needs no RELOAD, and a failover must not wait for a grant.
@@ -304,24 +322,24 @@ def move_guards(read, *, reason, evidence):
             f"needs RELOAD, and the console's user there "
             f"{'lacks it (GRANT RELOAD ON *.*)' if read.can_undo is False else read.can_undo}"
         )
-    if read.moving_replica and not old_rep["ok"]:
+    if read.moving_replica and not old_rep.ok:
         facts["old_replica"] = (
-            f"{old_replica} does not answer ({old_rep['error']}): its channel configuration "
+            f"{old_replica} does not answer ({old_rep.error}): its channel configuration "
             "stays; with skip_slave_start it will not start by itself when it returns"
         )
-    if rep["ok"] and rep["native"]:
-        facts["native_failover"] = f"{replica} runs MySQL {rep['version']}: its own source failover is configured"
+    if rep.ok and rep.native:
+        facts["native_failover"] = f"{replica} runs MySQL {rep.version}: its own source failover is configured"
     return guards, facts
 
 
-def move_steps(read, *, verify_timeout_s):
+def move_steps(read: MoveRead, *, verify_timeout_s: float) -> list[Step]:
     """The steps, from the read alone (the replica's statements rendered in it)."""
     channel, source, replica = read.channel, read.source, read.replica
     old_source, old_replica = read.old_source, read.old_replica
     rep, old_rep, domain = read.rep, read.old_rep, read.domain
-    steps = []
+    steps: list[Step] = []
     if read.moving_replica:
-        if old_rep["ok"]:
+        if old_rep.ok:
             steps.append(
                 _sql_step(
                     "stop_old_replica",
@@ -331,7 +349,7 @@ def move_steps(read, *, verify_timeout_s):
                     ["START SLAVE"],
                 )
             )
-        elif rep["galera"] and old_replica.cluster_id == replica.cluster_id:
+        elif rep.galera and old_replica.cluster_id == replica.cluster_id:
             steps.append(
                 Step(
                     key="evicted",
@@ -346,7 +364,7 @@ def move_steps(read, *, verify_timeout_s):
                     },
                 )
             )
-        if rep["ok"] and not rep["native"]:  # (MySQL auto-positions from its GTID set)
+        if rep.ok and not rep.native:  # (MySQL auto-positions from its GTID set)
             steps.append(
                 Step(
                     key="position",
@@ -356,7 +374,7 @@ def move_steps(read, *, verify_timeout_s):
                         "server": replica.pk,
                         "name": str(replica),
                         "domain": domain,
-                        "after": old_replica.pk if old_rep["ok"] else None,
+                        "after": old_replica.pk if old_rep.ok else None,
                         "sql": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <read at this step>"],
                         "rollback": ["STOP SLAVE", "SET GLOBAL gtid_slave_pos = <as before>"],
                     },
@@ -364,7 +382,7 @@ def move_steps(read, *, verify_timeout_s):
             )
     if read.point is not None:
         sql, undo = read.point
-        if rep["native"]:
+        if rep.native:
             title = (
                 f"{replica} replicates from {source} by GTID auto-positioning, with "
                 "its own source list (SOURCE_CONNECTION_AUTO_FAILOVER)"
@@ -406,8 +424,14 @@ def move_steps(read, *, verify_timeout_s):
 
 
 def plan_move(
-    channel, *, new_source=None, new_replica=None, reason="planned", evidence=None, verify_timeout_s=VERIFY_TIMEOUT_S
-):
+    channel: ReplicationChannel,
+    *,
+    new_source: Server | None = None,
+    new_replica: Server | None = None,
+    reason: str = "planned",
+    evidence: dict[str, Any] | None = None,
+    verify_timeout_s: float = VERIFY_TIMEOUT_S,
+) -> Plan:
     """Plan moving the channel's source to `new_source` and/or its replica to `new_replica` (Servers): read
     (read_move), judge (move_guards) and build (move_steps), the last two from the read alone."""
     read = read_move(channel, new_source=new_source, new_replica=new_replica)
@@ -439,7 +463,7 @@ def plan_move(
     )
 
 
-def replan_move(options):
+def replan_move(options: dict[str, Any]) -> Plan:
     channel = ReplicationChannel.objects.select_related("source_server__cluster", "replica_server__cluster").get(
         pk=options["channel"]
     )
@@ -454,16 +478,16 @@ def replan_move(options):
 
 
 # -- the executor's handlers for these steps --------------------------------------------------------
-def _send(run, step, sql):
+def _send(run: "Run", step: Step, sql: str) -> None:
     client = run.backend(step.params["server"])
-    values = {}
+    values: dict[str, str] = {}
     if run.plan.placed(sql):  # the replication password, placed by the planner
         channel = ReplicationChannel.objects.get(pk=run.plan.options["channel"])
         values = {secret_ref(channel): channel.replication_password}
     client.run(run.plan.to_send(sql, values, client.render), action=step.key)
 
 
-def run_sql(run, step, row, executed, detail):
+def run_sql(run: "Run", step: Step, row: "OperationStep", executed: Done, detail: dict[str, Any]) -> None:
     for sql in step.params["sql"]:
         start = time.monotonic()
         _send(run, step, sql)
@@ -477,7 +501,7 @@ def run_sql(run, step, row, executed, detail):
         )
 
 
-def undo_sql(run, step, row):
+def undo_sql(run: "Run", step: Step, row: "OperationStep") -> Done:
     if not row.executed:
         return []
     undone = []
@@ -487,7 +511,7 @@ def undo_sql(run, step, row):
     return undone
 
 
-def set_position(run, step, row, executed, detail):
+def set_position(run: "Run", step: Step, row: "OperationStep", executed: Done, detail: dict[str, Any]) -> None:
     """The replica cluster's committed position in the source's domain, read causally on the new replica
     (after the old replica's last transaction when it was stopped just before), becomes its gtid_slave_pos."""
     p = step.params
@@ -509,7 +533,7 @@ def set_position(run, step, row, executed, detail):
     detail.update(position=seq_pos[0], gtid_slave_pos_before=before)
 
 
-def wait_evicted(run, step, row, executed, detail):
+def wait_evicted(run: "Run", step: Step, row: "OperationStep", executed: Done, detail: dict[str, Any]) -> None:
     """Until the new replica's Galera view no longer lists the dead old replica (wsrep_incoming_addresses). Until
     Galera evicts a member that died (evs.suspect_timeout) its cluster commits nothing, and the view change that
     evicts it may stop a replica's SQL thread that is committing just then, without an error (seen on the DR lab:
@@ -533,7 +557,7 @@ def wait_evicted(run, step, row, executed, detail):
         time.sleep(0.1)
 
 
-def undo_position(run, step, row):
+def undo_position(run: "Run", step: Step, row: "OperationStep") -> Done:
     before = (row.detail or {}).get("gtid_slave_pos_before")
     if before is None:
         return []
@@ -545,7 +569,7 @@ def undo_position(run, step, row):
     return undone
 
 
-def _source_seq(run, p):
+def _source_seq(run: "Run", p: dict[str, Any]) -> int | None:
     """The new source's last transaction in the channel's domain, read now; None when it does not answer."""
     try:
         return gtid_seq(run.backend(p["source_server"]).gtid_binlog_pos(), p["domain"])
@@ -553,7 +577,7 @@ def _source_seq(run, p):
         return None
 
 
-def verify(run, step, row, executed, detail):
+def verify(run: "Run", step: Step, row: "OperationStep", executed: Done, detail: dict[str, Any]) -> None:
     """Both threads running on the replica, reading from the new source, without an error, within the timeout;
     and when the source has transactions the replica has not applied (read as the step starts), the replica
     commits one of them with its threads still running. Threads that run just after START SLAVE may still stop
@@ -578,7 +602,7 @@ def verify(run, step, row, executed, detail):
             source_has = _source_seq(run, p)
             to_commit = source_has is None or source_has > start
             detail.update(applied_at_start=start, source_at_start=source_has)
-        committed = not to_commit or (applied or 0) > start
+        committed = not to_commit or (applied or 0) > (start or 0)  # (to_commit only once start is read)
         sql_ran = sql_ran or read.sql_running == "Yes"
         detail.update(
             io=read.io_running,
@@ -617,7 +641,7 @@ def verify(run, step, row, executed, detail):
         time.sleep(0.02)
 
 
-def record_ends(run, step, row, executed, detail):
+def record_ends(run: "Run", step: Step, row: "OperationStep", executed: Done, detail: dict[str, Any]) -> None:
     p = step.params
     with transaction.atomic():
         ReplicationChannel.objects.filter(pk=p["channel"]).update(
@@ -626,7 +650,7 @@ def record_ends(run, step, row, executed, detail):
     executed.append({"channel": p["channel"], "source": p["source"], "replica": p["replica"]})
 
 
-def undo_record(run, step, row):
+def undo_record(run: "Run", step: Step, row: "OperationStep") -> Done:
     p = step.params
     ReplicationChannel.objects.filter(pk=p["channel"]).update(
         source_server_id=p["old_source"], replica_server_id=p["old_replica"]
@@ -634,12 +658,12 @@ def undo_record(run, step, row):
     return [{"channel": p["channel"], "source": p["old_source"], "replica": p["old_replica"]}]
 
 
-def statements(step):
+def statements(step: Step) -> dict[str, dict[str, list[str]]]:
     """For the re-check at start: what each SQL step sends (the position step's value is read when it runs)."""
     return {f"{step.key} on {step.params['name']}": {"sql": step.params["sql"], "rollback": step.params["rollback"]}}
 
 
-def register():
+def register() -> None:
     for handler in (
         StepHandler(CHANNEL_SQL, run_sql, undo=undo_sql, statements=statements),
         StepHandler(CHANNEL_POSITION, set_position, undo=undo_position, statements=statements),

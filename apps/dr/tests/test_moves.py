@@ -273,7 +273,7 @@ def test_the_planner_reads_once_then_judges_and_builds_from_the_read_alone(dr_in
     new_replica = next(s for s in dc2 if s.pk != channel.replica_server_id)
     read = moves.read_move(channel, new_source=new_source, new_replica=new_replica)
     assert set(read.probes) == {s.pk for s in (channel.source_server, channel.replica_server, new_source, new_replica)}
-    assert all(p["ok"] for p in read.probes.values()) and read.point is not None and read.placed
+    assert all(p.ok for p in read.probes.values()) and read.point is not None and read.placed
     assert list(inspect.signature(moves.move_guards).parameters) == ["read", "reason", "evidence"]
     assert list(inspect.signature(moves.move_steps).parameters) == ["read", "verify_timeout_s"]
     with django_assert_num_queries(0):
