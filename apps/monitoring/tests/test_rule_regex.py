@@ -1,9 +1,11 @@
 """Patterns from users and nodes run bounded (apps/monitoring/rule_regex.py): a backtracking mirror rule over a
 poll's digest texts ends in time, as a note on its window, never a stalled worker."""
 
+import gc
 import signal
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from django.conf import settings as django_settings
 from hypothesis import given, settings, strategies as st
@@ -58,6 +60,22 @@ def within(seconds):
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
+
+
+@contextmanager
+def cpu_spent():
+    """The block's CPU time on this thread (`.seconds`, after it), the garbage collector's pauses left out: a full
+    collection of a long-running test process's heap (a shard 25 minutes in) can take longer than the budget these
+    tests check, and it is not the searches' time. (Likely what made a 0.25 s budget measure 0.91 s once on CI.)"""
+    gc.collect()
+    gc.disable()
+    spent = SimpleNamespace(seconds=None)
+    started = time.thread_time()
+    try:
+        yield spent
+    finally:
+        spent.seconds = time.thread_time() - started
+        gc.enable()
 
 
 def mirror_rule(rule_id, pattern, **over):
@@ -143,10 +161,9 @@ BELOW_THE_LIMIT = r"^(((\w)+|(\w)*)+|\w)+(;|=|$)"
 
 def test_rules_each_search_below_the_match_limit_end_within_their_budget_per_poll():
     rules = [mirror_rule(i, BELOW_THE_LIMIT) for i in (1, 2, 3)] + [mirror_rule(4, "^SELECT", re_modifiers="")]
-    cpu = time.thread_time()
-    with within(2):
+    with cpu_spent() as cpu, within(2):
         window = poll_window(rules)
-    assert time.thread_time() - cpu < 3 * mirror.RULE_BUDGET_S + 0.3
+    assert cpu.seconds < 3 * mirror.RULE_BUDGET_S + 0.3, cpu.seconds
     by = {w.rule_id: w for w in window.rules}
     for rule_id in (1, 2, 3):
         assert by[rule_id].loss is None
@@ -159,10 +176,9 @@ def test_a_node_with_many_costly_mirror_rules_is_measured_within_the_poll_budget
     every 30 s poll. Now the poll's searches together stop at MIRROR_POLL_BUDGET_S and every rule's window says it was not
     counted in full (never a loss or a mirrored count read from part of the texts)."""
     rules = [mirror_rule(i, BELOW_THE_LIMIT) for i in range(1, 301)] + [mirror_rule(400, "^SELECT", re_modifiers="")]
-    cpu = time.thread_time()
-    with within(django_settings.MIRROR_POLL_BUDGET_S + 1):
+    with cpu_spent() as cpu, within(django_settings.MIRROR_POLL_BUDGET_S + 1):
         window = poll_window(rules)
-    assert time.thread_time() - cpu < django_settings.MIRROR_POLL_BUDGET_S + 0.3
+    assert cpu.seconds < django_settings.MIRROR_POLL_BUDGET_S + 0.3, cpu.seconds
     assert len(window.rules) == 301
     for w in window.rules:
         assert w.loss is None and w.note == (
@@ -175,10 +191,9 @@ def test_the_polls_mirror_search_budget_is_a_setting(settings):
     """Issue 34: the poll's budget for its mirror rules' searches was a constant (1 s); now MIRROR_POLL_BUDGET_S."""
     settings.MIRROR_POLL_BUDGET_S = 0.25
     rules = [mirror_rule(i, BELOW_THE_LIMIT) for i in range(1, 301)]
-    cpu = time.thread_time()
-    with within(1.5):
+    with cpu_spent() as cpu, within(1.5):
         window = poll_window(rules)
-    assert time.thread_time() - cpu < 0.25 + 0.3
+    assert cpu.seconds < 0.25 + 0.3, cpu.seconds
     assert window.rules[0].note.startswith(
         "not measured: this poll's mirror rule searches passed their budget of 0.25 s of CPU (300 rules"
     )
