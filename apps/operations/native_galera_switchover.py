@@ -5,10 +5,12 @@ itself; it puts a status it finds back (an OFFLINE_SOFT writer row is ONLINE aga
 lab/reference/native-galera/switch.jsonl). So the move is made by the weights: A's and B's weights in the writer
 hostgroup are swapped, and what is loaded meanwhile is the placement Monitor makes of them.
 
-Steps: [lower auto_increment_delay_multiplex] -> drain A (Monitor's placement loaded with the weights swapped and A
-OFFLINE_SOFT in the writer hostgroup, alone: writes are held; the mysql_galera_hostgroups row inactive until the move,
-since a healthcheck in between would put A ONLINE again, finding it writable in the writer hostgroup, until it checked
-B: HostGroups_Manager's update_galera_set_writer) -> wait for ConnUsed 0 on every node -> wait until B has applied
+Steps: drain A (Monitor's placement loaded with the weights swapped and A OFFLINE_SOFT in the writer hostgroup, alone:
+writes are held; the mysql_galera_hostgroups row inactive until the move, since a healthcheck in between would put A
+ONLINE again, finding it writable in the writer hostgroup, until it checked B: HostGroups_Manager's
+update_galera_set_writer; [then auto_increment_delay_multiplex lowered, after that LOAD: a LOAD MYSQL VARIABLES makes an
+active manager check at once, and as a step before the drain its check once landed after the drain's LOAD and placed
+B while A still held sessions]) -> wait for ConnUsed 0 on every node -> wait until B has applied
 what A committed -> move (the row active again, the placement Monitor makes of the swapped weights loaded: B writing,
 A a backup writer) -> wait until Monitor on every node has checked and
 agreed (it marks A SHUNNED in the writer hostgroup, a row no plan writes) -> memory as configured with the weights
@@ -207,6 +209,10 @@ def galera_steps(
         f"{A} to OFFLINE_SOFT alone in writer hostgroup {W}, the weights of {A} and {B} swapped, "
         f"loaded with Monitor's placement as it is and the Galera manager off until the move (its check would "
         f"put {A} ONLINE again): writes are held",
+        # A LOAD MYSQL VARIABLES makes an active manager check at once: as a step before the drain, that check could
+        # land after the drain's LOAD and place B with the swapped weights while A still held sessions (real 2.7.1
+        # and 2.5.5, lab/capture_galera_inactive_race.py). Lowered after the drain's LOAD, with the manager off.
+        autoinc_in_drain=True,
     )
     steps.append(
         Step(

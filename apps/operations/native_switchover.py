@@ -546,12 +546,26 @@ def drain_steps(
     drain_timeout_ms: int,
     on_timeout: str,
     drain_said: str,
+    autoinc_in_drain: bool = False,
 ) -> list[Step]:
     """The steps both native switchovers open with: [lower the auto-increment delay] -> drain A -> wait for its
-    ConnUsed 0 in the writer hostgroup on every node."""
+    ConnUsed 0 in the writer hostgroup on every node. `autoinc_in_drain`: the delay lowered by the drain step itself,
+    after its LOAD of the servers, instead of a step before it (the Galera manager's: see its caller)."""
     A = read.writer
     steps = []
-    if lower_autoinc:
+    drain = per_node(read, "drain")
+    if lower_autoinc and autoinc_in_drain:
+        lower = per_node(read, "autoinc_off")
+        drain = {
+            node_id: {
+                **spec,
+                "sql": [*spec["sql"], *lower[node_id]["sql"]],
+                "rollback": [*lower[node_id]["rollback"], *spec["rollback"]],
+            }
+            for node_id, spec in drain.items()
+        }
+        drain_said += f"; then {AUTOINC} lowered to 0 (sessions release the old writer)"
+    elif lower_autoinc:
         steps.append(
             Step(
                 "autoinc_off",
@@ -560,7 +574,7 @@ def drain_steps(
                 per_node(read, "autoinc_off"),
             )
         )
-    steps.append(Step("drain", drain_said, PROXYSQL, per_node(read, "drain")))
+    steps.append(Step("drain", drain_said, PROXYSQL, drain))
     steps.append(
         Step(
             "wait_drain",

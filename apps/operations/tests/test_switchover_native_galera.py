@@ -153,6 +153,17 @@ def test_a_switchover_through_the_galera_manager_under_writes_on_a_real_pair(
         plan = plan_switchover(cluster, Server.objects.get(port=3312))
         assert plan.guards_passed, [(g.key, g.value) for g in plan.failed_guards]
         assert plan.facts["autoinc_way"]["taken"]  # the writers' connections pinned by their insert ids
+        # The delay is lowered by the drain step, after its servers' LOAD, with the manager off: a LOAD MYSQL
+        # VARIABLES before it made an active manager check just as the drain loaded (its result then placed 3312
+        # while 3311 still held sessions: lab/capture_galera_inactive_race.py).
+        assert "autoinc_off" not in [s.key for s in plan.steps]
+        drain = next(s for s in plan.steps if s.key == "drain")
+        for spec in drain.nodes.values():
+            assert spec["sql"][-3:] == [
+                "LOAD MYSQL SERVERS TO RUNTIME",
+                "UPDATE global_variables SET variable_value='0' WHERE variable_name='mysql-auto_increment_delay_multiplex'",
+                "LOAD MYSQL VARIABLES TO RUNTIME",
+            ], spec["sql"]
         op = run_plan(plan, operator_user)
         assert op.state == "done", op.error
         before = [w.rows for w in writers]
@@ -215,8 +226,27 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         return tuple((int(port), status) for port, status in rows)
 
     seen, checked = set(), {}
+    timeline = []  # (ms since the watcher started, what): said when the test fails
+
+    def note(what):
+        timeline.append((round((time.monotonic() - watch_start) * 1000), what))
+
+    def saw(n, rows, counts=True):
+        """Every placement a node shows goes in the timeline; it counts (`seen`) once drained, while held."""
+        if not any(what == f"node {n}: {rows}" for _, what in timeline[-4:]):
+            note(f"node {n}: {rows}")
+        if counts:
+            seen.add((n, rows))
 
     def force_a_check_while_drained():
+        try:
+            watch()
+        except Exception as exc:  # said in the failure, not lost in a thread
+            note(f"the watcher failed: {exc!r}")
+        finally:
+            lock.close()  # the session's statement returns, and the session ends
+
+    def watch():
         deadline = time.monotonic() + 40
         # every node drained: each takes its drain LOAD in turn (CI once sampled node 2 before its LOAD had come)
         # What a node shows once drained counts from here on, while the session holds the drain: on a busy machine
@@ -227,9 +257,9 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
                 rows = writer_hostgroup(node)
                 if (3311, "OFFLINE_SOFT") in rows:
                     drained.add(n)
-                if n in drained and held.is_alive():
-                    seen.add((n, rows))
+                saw(n, rows, counts=n in drained and held.is_alive())
             time.sleep(0.005)
+        note("both drained: a check forced")
         before = [checks_of_3311(node) for node in nodes]
         for node in nodes:
             native.admin(node, "LOAD MYSQL VARIABLES TO RUNTIME")
@@ -239,10 +269,11 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
             rows = [writer_hostgroup(node) for node in nodes]
             if not held.is_alive():  # the session may have ended during these reads: the move may be in them
                 break
-            seen.update(enumerate(rows))
+            for n, r in enumerate(rows):
+                saw(n, r)
             time.sleep(0.02)
         checked.update({n: checks_of_3311(node) > b for n, (node, b) in enumerate(zip(nodes, before))})
-        lock.close()  # the session's statement returns, and the session ends
+        note(f"checked {checked}; the session let go")
 
     # what a LOAD MYSQL VARIABLES TO RUNTIME does to an active manager: a check within about 0.5 s, not 5
     before = [checks_of_3311(node) for node in nodes]
@@ -255,13 +286,35 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         native.admin(nodes[0], "SELECT hostgroup, srv_port, status, ConnUsed FROM stats_mysql_connection_pool"),
         native.admin(nodes[0], "SELECT user, hostgroup, command, info FROM stats_mysql_processlist"),
     )
+    watch_start = time.monotonic()
     watcher.start()
     op = run_plan(plan_switchover(cluster, Server.objects.get(port=3312), drain_timeout_ms=10_000), operator_user)
     watcher.join(60)
     held.join(10)
-    assert op.state == "done", op.error
+    # Said when it fails, in ms since the watcher started: each step's start and duration, each node's last checks.
+    watched_at = time.time() - (time.monotonic() - watch_start)
+
+    def since(epoch):
+        return round((epoch - watched_at) * 1000)
+
+    steps = [
+        (s.key, s.started_at and since(s.started_at.timestamp()), s.duration_ms) for s in op.steps.order_by("index")
+    ]
+    checks = [
+        [
+            (int(port), since(int(us) / 1e6), read_only, error)
+            for port, us, read_only, error in native.admin(
+                node,
+                "SELECT port, time_start_us, read_only, error FROM monitor.mysql_server_galera_log "
+                "ORDER BY time_start_us DESC LIMIT 9",
+            )
+        ]
+        for node in nodes
+    ]
+    print("timeline (ms since the watcher started):", *timeline, "steps:", *steps, "checks:", *checks, sep="\n")
+    assert op.state == "done", (op.error, timeline, steps, checks)
     # until the move (the session ended): only the drained row in hostgroup 100, never 3311 ONLINE
-    assert seen == {(0, ((3311, "OFFLINE_SOFT"),)), (1, ((3311, "OFFLINE_SOFT"),))}, sorted(seen)
+    assert seen == {(0, ((3311, "OFFLINE_SOFT"),)), (1, ((3311, "OFFLINE_SOFT"),))}, (timeline, steps, checks)
     assert checked == {0: False, 1: False}, checked  # the manager off: no check of 3311 while the session held it
     for node in nodes:
         native.wait_placed(node, 3312)
