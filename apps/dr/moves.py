@@ -75,7 +75,8 @@ class Probe:
     version: str = ""
     native: bool = False  # MySQL 8.0.22+: its own source list (dr/native.py)
     galera: bool = False
-    native_sources: tuple[bool, list[tuple[str, int, int]]] = (False, [])  # (failover on, sources): native only
+    # (failover on, sources): native only
+    native_sources: tuple[bool, list[tuple[str, int, int]]] = field(default_factory=lambda: (False, []))
 
 
 def _probe(server: Server) -> Probe:
@@ -86,8 +87,8 @@ def _probe(server: Server) -> Probe:
             out.synced_primary, out.galera = state.synced_primary, state.wsrep_on
             out.version, out.native = state.version, native.has_native_failover(state.version)
             if out.native:  # MySQL: GTID sets, auto-positioning; its own source list
-                out.binlog_pos = client.channel(mysql=True).gtid_binlog_pos
                 out.channel = client.channel(mysql=True)
+                out.binlog_pos = out.channel.gtid_binlog_pos
                 out.native_sources = client.native_sources()
             else:
                 out.domain, out.binlog_pos = client.gtid_origin()

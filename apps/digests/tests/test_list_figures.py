@@ -196,9 +196,7 @@ def test_the_marks_and_the_loss_measurement_share_one_budget_a_poll(digest_lab, 
     first.traffic.set_sessions(hostgroup=100, count=0)
     node_mirror_rules(first, [(5000 + i, COSTLY, 100) for i in range(300)])
     add_queries(first, 40)
-    with (
-        cpu_spent() as cpu,
-        within(4),
-    ):  # the poll's thread: reads, marks, measurement, writes (the double runs in its own)
+    # the poll's thread: reads, marks, measurement, writes (the double runs in its own)
+    with cpu_spent() as cpu, within(4):
         polled(services.poll_round(nodes[:1], now=time.time() - 2, threads=1))
     assert cpu.seconds < settings.MIRROR_POLL_BUDGET_S + 0.35, cpu.seconds

@@ -226,14 +226,15 @@ def test_a_healthcheck_during_the_drain_leaves_the_old_writer_drained_on_a_real_
         return tuple((int(port), status) for port, status in rows)
 
     seen, checked = set(), {}
-    timeline = []  # (ms since the watcher started, what): said when the test fails
+    timeline, shown = [], {}  # (ms since the watcher started, what): said when the test fails; each node's last rows
 
     def note(what):
         timeline.append((round((time.monotonic() - watch_start) * 1000), what))
 
     def saw(n, rows, counts=True):
-        """Every placement a node shows goes in the timeline; it counts (`seen`) once drained, while held."""
-        if not any(what == f"node {n}: {rows}" for _, what in timeline[-4:]):
+        """Every change of a node's placement goes in the timeline; it counts (`seen`) once drained, while held."""
+        if shown.get(n) != rows:
+            shown[n] = rows
             note(f"node {n}: {rows}")
         if counts:
             seen.add((n, rows))
